@@ -1,0 +1,44 @@
+// The API server: `npm start`. Reads the environment (SEMANTICS, Running it),
+// starts the embedded PostgreSQL when DATABASE_URL is unset, applies pending
+// migrations, and serves GraphQL over HTTP, SSE and WebSocket on /graphql.
+import { randomBytes } from "node:crypto";
+import { buildApp } from "../app.js";
+import { ConfigError, loadConfig } from "../config.js";
+import { connectDb } from "../db/client.js";
+import { createInProcessBus, createRedisBus } from "../events/bus.js";
+import { errorFields, log } from "../log.js";
+import { openDatabase } from "./database.js";
+import { onShutdown } from "./shutdown.js";
+
+async function main() {
+  const config = loadConfig();
+  const database = await openDatabase(config, log);
+  const db = connectDb(database.url, config.dbPoolSize, "baton-api");
+  const bus = config.redisUrl ? createRedisBus(config.redisUrl, log) : createInProcessBus();
+  if (!config.redisUrl) {
+    log("warn", "REDIS_URL is not set: lock events use in-process pub/sub, so only ONE API instance is supported");
+  }
+  const adminToken = config.adminToken ?? `baton_admin_${randomBytes(24).toString("base64url")}`;
+  const app = buildApp({ db: db.prisma, bus, adminToken, leaseSeconds: config.runLeaseSeconds, log });
+  const { url } = await app.start(config.port, config.host);
+  onShutdown(log, async () => {
+    await app.stop();
+    await bus.close();
+    await db.close();
+    await database.stop();
+  });
+  log("info", "baton is listening", { url });
+  // The one thing a person starting the server needs to see, on stdout.
+  process.stdout.write(`\nBaton API      ${url}\nGraphiQL       ${url} (open in a browser)\n`);
+  if (!config.adminToken) process.stdout.write(`Admin token    ${adminToken}\n               (generated for this run; set BATON_ADMIN_TOKEN to keep one)\n`);
+  process.stdout.write("\n");
+}
+
+main().catch((err: unknown) => {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`baton: ${err.message}\n`);
+  } else {
+    log("error", "failed to start", errorFields(err));
+  }
+  process.exit(1);
+});

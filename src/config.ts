@@ -1,0 +1,56 @@
+// The environment, read once, validated, and frozen. Only src/bin/* call
+// loadConfig(); everything else receives the config it needs as an argument.
+
+export interface Config {
+  /** HTTP/WS port; 0 picks a free one. */
+  readonly port: number;
+  readonly host: string;
+  /** PostgreSQL URL; undefined starts an embedded PostgreSQL in dataDir. */
+  readonly databaseUrl: string | undefined;
+  /** Redis URL for cross-instance events; undefined uses in-process pub/sub. */
+  readonly redisUrl: string | undefined;
+  /** Admin bearer token; undefined generates one at start. */
+  readonly adminToken: string | undefined;
+  readonly runLeaseSeconds: number;
+  readonly recoveryIntervalMs: number;
+  /** Where the embedded PostgreSQL keeps its data. */
+  readonly dataDir: string;
+  /** Connections in this process's PostgreSQL pool. */
+  readonly dbPoolSize: number;
+}
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be a whole number, got ${JSON.stringify(raw)}`);
+  const value = Number(raw.trim());
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function optionalString(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const raw = env[name]?.trim();
+  return raw ? raw : undefined;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const adminToken = optionalString(env, "BATON_ADMIN_TOKEN");
+  if (adminToken !== undefined && adminToken.length < 16) {
+    throw new ConfigError("BATON_ADMIN_TOKEN must be at least 16 characters long");
+  }
+  return Object.freeze({
+    port: integer(env, "PORT", 4000, 0, 65535),
+    host: optionalString(env, "HOST") ?? "127.0.0.1",
+    databaseUrl: optionalString(env, "DATABASE_URL"),
+    redisUrl: optionalString(env, "REDIS_URL"),
+    adminToken,
+    runLeaseSeconds: integer(env, "BATON_RUN_LEASE_SECONDS", 60, 1, 86_400),
+    recoveryIntervalMs: integer(env, "BATON_RECOVERY_INTERVAL_MS", 5000, 10, 3_600_000),
+    dataDir: optionalString(env, "BATON_DATA_DIR") ?? ".baton",
+    dbPoolSize: integer(env, "BATON_DB_POOL_SIZE", 10, 1, 200),
+  });
+}

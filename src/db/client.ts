@@ -1,0 +1,36 @@
+// The one way this codebase talks to PostgreSQL: a Prisma client over a
+// node-postgres pool (Prisma 7's driver adapter; no native engine needed).
+// The lock statements go through $queryRaw; see src/locks/.
+import pg from "pg";
+import { PrismaPg } from "@prisma/adapter-pg";
+import { PrismaClient } from "../generated/prisma/client.js";
+
+export type Db = PrismaClient;
+
+export interface DbHandle {
+  readonly prisma: Db;
+  close(): Promise<void>;
+}
+
+export function connectDb(databaseUrl: string, poolSize: number, applicationName = "baton"): DbHandle {
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: poolSize,
+    application_name: applicationName,
+    // A claim never waits on another claim (SKIP LOCKED); anything that waits
+    // this long on a lock is a bug or an outage, not load.
+    statement_timeout: 30_000,
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client that loses its connection emits 'error' on the pool; without
+  // a listener that would crash the process. The next query reconnects.
+  pool.on("error", () => {});
+  const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+  return {
+    prisma,
+    async close() {
+      await prisma.$disconnect();
+      await pool.end().catch(() => {});
+    },
+  };
+}

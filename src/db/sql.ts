@@ -1,0 +1,133 @@
+// Shared SQL pieces for the statements in src/locks/: how rows become JSON
+// objects shaped like the GraphQL types, how the event ledger is appended in
+// the same statement as the change, and how a statement is run.
+import { Prisma } from "../generated/prisma/client.js";
+import type { Db } from "./client.js";
+
+export const sql = Prisma.sql;
+export const raw = Prisma.raw;
+export const join = Prisma.join;
+export type Sql = Prisma.Sql;
+
+type Columns = ReadonlyArray<readonly [field: string, column: string]>;
+
+function jsonObject(alias: string, columns: Columns): string {
+  return `json_build_object(${columns.map(([f, c]) => `'${f}', ${alias}.${c}`).join(", ")})`;
+}
+
+const ISSUE_COLUMNS: Columns = [
+  ["id", "id"],
+  ["companyId", "company_id"],
+  ["title", "title"],
+  ["description", "description"],
+  ["status", "status"],
+  ["priority", "priority"],
+  ["assigneeAgentId", "assignee_agent_id"],
+  ["checkoutRunId", "checkout_run_id"],
+  ["executionRunId", "execution_run_id"],
+  ["executionAgentNameKey", "execution_agent_name_key"],
+  ["attemptCount", "attempt_count"],
+  ["maxAttempts", "max_attempts"],
+  ["lockEpoch", "lock_epoch"],
+  ["claimedAt", "claimed_at"],
+  ["executionLockedAt", "execution_locked_at"],
+  ["createdAt", "created_at"],
+  ["updatedAt", "updated_at"],
+];
+
+const RUN_COLUMNS: Columns = [
+  ["id", "id"],
+  ["companyId", "company_id"],
+  ["agentId", "agent_id"],
+  ["status", "status"],
+  ["startedAt", "started_at"],
+  ["lastHeartbeatAt", "last_heartbeat_at"],
+  ["leaseExpiresAt", "lease_expires_at"],
+  ["finishedAt", "finished_at"],
+];
+
+const EVENT_COLUMNS: Columns = [
+  ["seq", "seq::text"],
+  ["companyId", "company_id"],
+  ["issueId", "issue_id"],
+  ["kind", "kind"],
+  ["status", "status"],
+  ["runId", "run_id"],
+  ["agentId", "agent_id"],
+  ["checkoutRunId", "checkout_run_id"],
+  ["executionRunId", "execution_run_id"],
+  ["reason", "reason"],
+  ["at", "at"],
+];
+
+/** `json_build_object(...)` of an issues row under `alias`, keys as in GraphQL. */
+export const issueJson = (alias: string): Sql => raw(jsonObject(alias, ISSUE_COLUMNS));
+/** `json_build_object(...)` of a heartbeat_runs row under `alias`. */
+export const runJson = (alias: string): Sql => raw(jsonObject(alias, RUN_COLUMNS));
+/** runJson plus `live`, for the `run` CTE of the lock statements (RUN_CTE_COLUMNS). */
+export const runViewJson = (alias: string): Sql => raw(jsonObject(alias, [...RUN_COLUMNS, ["live", "live"]]));
+/** `json_build_object(...)` of a lock_events row under `alias`. */
+export const eventJson = (alias: string): Sql => raw(jsonObject(alias, EVENT_COLUMNS));
+
+/**
+ * The ledger append, as CTEs to put after a CTE named `source` whose rows are
+ * the changed issues (all issues columns) plus ev_kind, ev_run_id, ev_agent_id
+ * and ev_reason. Defines `events`, the appended rows as JSON in seq order.
+ *
+ * Invariant: a company's events become visible in seq order, with no gaps.
+ * `stream` takes the company row's lock to hand out the next seqs, and that
+ * lock is held until the transaction commits, so a later seq can never commit
+ * before an earlier one. It is the statement's last lock: `stream` reads the
+ * whole of `source` first (its aggregate must), so every issue row is already
+ * locked, and a transaction holding a company row never waits for an issue.
+ * When `source` is empty no company row is touched at all.
+ */
+export const appendEvents = (source: string): Sql =>
+  raw(`
+  stream AS (
+    UPDATE companies co
+       SET last_event_seq = co.last_event_seq + n.changes
+      FROM (SELECT company_id, count(*) AS changes FROM ${source} GROUP BY company_id) n
+     WHERE co.id = n.company_id
+    RETURNING co.id, co.last_event_seq - n.changes AS base
+  ),
+  appended AS (
+    INSERT INTO lock_events (company_id, seq, issue_id, kind, status, run_id, agent_id, checkout_run_id, execution_run_id, reason)
+    SELECT c.company_id,
+           s.base + row_number() OVER (PARTITION BY c.company_id ORDER BY c.id),
+           c.id, c.ev_kind::lock_event_kind, c.status, c.ev_run_id, c.ev_agent_id,
+           c.checkout_run_id, c.execution_run_id, c.ev_reason
+      FROM ${source} c JOIN stream s ON s.id = c.company_id
+    RETURNING *
+  ),
+  events AS (
+    SELECT coalesce(json_agg(${jsonObject("a", EVENT_COLUMNS)} ORDER BY a.company_id, a.seq), '[]'::json) AS list FROM appended a
+  )`);
+
+/** A deadlock or serialization failure aborted the statement: it changed nothing and may run again. */
+function isRetryable(err: unknown): boolean {
+  const text = String((err as { message?: unknown })?.message ?? "") + String((err as { code?: unknown })?.code ?? "");
+  return /40P01|40001|deadlock detected|could not serialize/.test(text);
+}
+
+/**
+ * Runs one statement and returns its single result row. The lock statements
+ * are built so that they cannot deadlock in normal operation, but two agents
+ * racing on a run at the instant its lease expires can (each waits on the
+ * other's row lock); PostgreSQL then aborts one, which changed nothing, and it
+ * is simply run again.
+ */
+export async function queryOne<T>(db: Pick<Db, "$queryRaw">, query: Sql): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const rows = await db.$queryRaw<T[]>(query);
+      return rows[0] as T;
+    } catch (err) {
+      if (attempt >= 3 || !isRetryable(err)) throw err;
+    }
+  }
+}
+
+export async function queryAll<T>(db: Pick<Db, "$queryRaw">, query: Sql): Promise<T[]> {
+  return db.$queryRaw<T[]>(query);
+}

@@ -1,0 +1,154 @@
+// Fan-out of committed lock events to every API instance: Redis pub/sub (one
+// channel per company) or, with no REDIS_URL, in-process. Publishing happens
+// after commit and never throws: the ledger is the source of truth, and a
+// subscriber that missed a message recovers it from there (see stream.ts).
+import { Redis } from "ioredis";
+import type { EventSink } from "../locks/deps.js";
+import type { LockEvent } from "../locks/types.js";
+import type { Logger } from "../log.js";
+import { errorFields } from "../log.js";
+
+export type Listener = (event: LockEvent) => void;
+
+export interface EventBus extends EventSink {
+  /** Resolves once the subscription is live (for Redis: SUBSCRIBE confirmed). Returns the unsubscribe function. */
+  subscribe(companyId: string, listener: Listener): Promise<() => void>;
+  /** Called when the transport reconnects after an outage, so streams can fill what they missed. */
+  onReconnect(listener: () => void): () => void;
+  /** False while Redis is unreachable. */
+  healthy(): boolean;
+  readonly stats: { published: number; publishFailures: number };
+  close(): Promise<void>;
+}
+
+const channelOf = (companyId: string) => `baton:lock-events:${companyId}`;
+
+class Listeners {
+  private readonly byCompany = new Map<string, Set<Listener>>();
+  add(companyId: string, listener: Listener): boolean {
+    let set = this.byCompany.get(companyId);
+    const first = set === undefined;
+    if (!set) this.byCompany.set(companyId, (set = new Set()));
+    set.add(listener);
+    return first;
+  }
+  remove(companyId: string, listener: Listener): boolean {
+    const set = this.byCompany.get(companyId);
+    if (!set) return false;
+    set.delete(listener);
+    if (set.size > 0) return false;
+    this.byCompany.delete(companyId);
+    return true;
+  }
+  deliver(event: LockEvent): void {
+    for (const listener of this.byCompany.get(event.companyId) ?? []) listener(event);
+  }
+}
+
+/** One process, no Redis: fine for one API instance (a warning says so at start). */
+export function createInProcessBus(): EventBus {
+  const listeners = new Listeners();
+  const stats = { published: 0, publishFailures: 0 };
+  return {
+    stats,
+    publish(events) {
+      for (const event of events) {
+        stats.published++;
+        // Deliver on a later tick: the publisher's request must not run subscriber code.
+        queueMicrotask(() => listeners.deliver(event));
+      }
+    },
+    async subscribe(companyId, listener) {
+      listeners.add(companyId, listener);
+      return () => void listeners.remove(companyId, listener);
+    },
+    onReconnect: () => () => {},
+    healthy: () => true,
+    async close() {},
+  };
+}
+
+export function createRedisBus(redisUrl: string, log: Logger): EventBus {
+  const options = {
+    lazyConnect: false,
+    // Never queue publishes while Redis is down: fail fast, log, count. The
+    // ledger keeps every event; subscribers refill from it.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
+  };
+  const publisher = new Redis(redisUrl, { ...options, connectionName: "baton-publish" });
+  const subscriber = new Redis(redisUrl, { ...options, enableOfflineQueue: true, connectionName: "baton-subscribe" });
+  const listeners = new Listeners();
+  const reconnectListeners = new Set<() => void>();
+  const stats = { published: 0, publishFailures: 0 };
+  let lastError = 0;
+  const onError = (which: string) => (err: Error) => {
+    // ioredis retries by itself; log at most once a second.
+    if (Date.now() - lastError > 1000) log("warn", `redis ${which} connection error`, errorFields(err));
+    lastError = Date.now();
+  };
+  publisher.on("error", onError("publish"));
+  subscriber.on("error", onError("subscribe"));
+  let wasReady = false;
+  subscriber.on("ready", () => {
+    // ioredis re-subscribes its channels on reconnect by itself; streams must
+    // still refill what was published while the connection was down.
+    if (wasReady) for (const l of reconnectListeners) l();
+    wasReady = true;
+  });
+  subscriber.on("message", (channel: string, message: string) => {
+    let event: LockEvent;
+    try {
+      event = JSON.parse(message) as LockEvent;
+    } catch {
+      log("warn", "ignored a malformed lock event message", { channel });
+      return;
+    }
+    if (channelOf(event.companyId) === channel) listeners.deliver(event);
+  });
+  return {
+    stats,
+    publish(events) {
+      if (events.length === 0) return;
+      const pipeline = publisher.pipeline();
+      for (const event of events) pipeline.publish(channelOf(event.companyId), JSON.stringify(event));
+      pipeline.exec().then(
+        (results) => {
+          const failed = results?.filter(([err]) => err).length ?? events.length;
+          stats.published += events.length - failed;
+          stats.publishFailures += failed;
+        },
+        (err: unknown) => {
+          stats.publishFailures += events.length;
+          if (Date.now() - lastError > 1000) log("warn", "lock event publish failed (subscribers will refill from the ledger)", errorFields(err));
+          lastError = Date.now();
+        },
+      );
+    },
+    async subscribe(companyId, listener) {
+      const first = listeners.add(companyId, listener);
+      if (first) {
+        try {
+          await subscriber.subscribe(channelOf(companyId));
+        } catch (err) {
+          listeners.remove(companyId, listener);
+          throw err;
+        }
+      }
+      return () => {
+        if (listeners.remove(companyId, listener)) subscriber.unsubscribe(channelOf(companyId)).catch(() => {});
+      };
+    },
+    onReconnect(listener) {
+      reconnectListeners.add(listener);
+      return () => void reconnectListeners.delete(listener);
+    },
+    healthy: () => publisher.status === "ready" && subscriber.status === "ready",
+    async close() {
+      subscriber.disconnect();
+      // quit() waits for publishes already sent; it fails at once when offline.
+      await publisher.quit().catch(() => publisher.disconnect());
+    },
+  };
+}

@@ -1,0 +1,106 @@
+// lockChanged as an async stream: every committed event of a company, in seq
+// order, exactly once, from any instance.
+//
+// Seqs are gapless per company (see docs/events.md), which makes this simple
+// and exact: the stream remembers the last company seq it has passed, and when
+// a live message skips ahead (a message lost while Redis was down, two
+// instances' publishes arriving out of order, or the instant between
+// subscribing and SUBSCRIBE being confirmed) it reads the missing range from
+// the ledger first. Anything at or below the last seq passed is a duplicate
+// and is dropped. A replay (afterSeq) is the same mechanism started earlier.
+import type { Db } from "../db/client.js";
+import { queryOne, sql } from "../db/sql.js";
+import { listLockEvents } from "../locks/reads.js";
+import type { LockEvent } from "../locks/types.js";
+import type { EventBus } from "./bus.js";
+
+export interface StreamFilter {
+  companyId: string;
+  issueId?: string | null;
+  agentId?: string | null;
+  /** Replay committed events after this seq first; null: start from now. */
+  afterSeq?: string | null;
+}
+
+export interface StreamOptions {
+  /** Live events buffered for a slow consumer before the stream is closed. */
+  maxBuffered?: number;
+  pageSize?: number;
+}
+
+export class SubscriptionOverflowError extends Error {
+  override name = "SubscriptionOverflowError";
+}
+
+export async function* lockEventStream(db: Db, bus: EventBus, filter: StreamFilter, options: StreamOptions = {}): AsyncGenerator<LockEvent> {
+  const maxBuffered = options.maxBuffered ?? 10_000;
+  const pageSize = options.pageSize ?? 500;
+  const matches = (e: LockEvent) =>
+    (!filter.issueId || e.issueId === filter.issueId) && (!filter.agentId || e.agentId === filter.agentId);
+
+  let buffered: LockEvent[] = [];
+  let wake: (() => void) | null = null;
+  let overflowed = false;
+  let refill = false;
+  const notify = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  const unsubscribe = await bus.subscribe(filter.companyId, (event) => {
+    if (buffered.length >= maxBuffered) overflowed = true;
+    else buffered.push(event);
+    notify();
+  });
+  const stopReconnect = bus.onReconnect(() => {
+    refill = true;
+    notify();
+  });
+  try {
+    // The subscription is confirmed; where does the stream start?
+    let last = BigInt(
+      filter.afterSeq ??
+        (await queryOne<{ seq: string }>(db, sql`SELECT last_event_seq::text AS seq FROM companies WHERE id = ${filter.companyId}::uuid`))?.seq ??
+        "0",
+    );
+    /** Ledger rows after `last`, up to `until` (inclusive) or to the end. */
+    async function* fromLedger(until: bigint | null): AsyncGenerator<LockEvent> {
+      for (;;) {
+        const page = await listLockEvents(db, filter.companyId, { afterSeq: last.toString(), first: pageSize });
+        for (const e of page) {
+          const seq = BigInt(e.seq);
+          if (until !== null && seq > until) return;
+          last = seq;
+          if (matches(e)) yield e;
+        }
+        if (page.length < pageSize) return;
+      }
+    }
+    if (filter.afterSeq != null) yield* fromLedger(null);
+    for (;;) {
+      if (overflowed) {
+        throw new SubscriptionOverflowError(
+          `subscriber fell more than ${maxBuffered} events behind; resubscribe with afterSeq: "${last}" to resume`,
+        );
+      }
+      if (refill) {
+        refill = false;
+        yield* fromLedger(null);
+      }
+      const batch = buffered;
+      buffered = [];
+      batch.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
+      for (const e of batch) {
+        const seq = BigInt(e.seq);
+        if (seq <= last) continue;
+        if (seq > last + 1n) yield* fromLedger(seq - 1n);
+        last = seq;
+        if (matches(e)) yield e;
+      }
+      if (buffered.length === 0 && !refill && !overflowed) await new Promise<void>((resolve) => (wake = resolve));
+    }
+  } finally {
+    stopReconnect();
+    unsubscribe();
+  }
+}

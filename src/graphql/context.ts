@@ -1,0 +1,105 @@
+// What every resolver receives, and the scope checks (SEMANTICS, Who may do
+// what). Resolvers stay thin: check scope, validate ids, call a verb.
+import { GraphQLError } from "graphql";
+import type { Principal } from "../auth/principal.js";
+import type { Db } from "../db/client.js";
+import type { EventBus } from "../events/bus.js";
+import type { LockDeps } from "../locks/deps.js";
+import { getIssues } from "../locks/reads.js";
+import type { AgentActor, Issue } from "../locks/types.js";
+import { validateId } from "../locks/validate.js";
+import type { Logger } from "../log.js";
+
+export interface AppServices {
+  readonly db: Db;
+  readonly bus: EventBus;
+  readonly locks: LockDeps;
+  readonly log: Logger;
+}
+
+export interface Context {
+  readonly principal: Principal | null;
+  readonly services: AppServices;
+  /** Batches `issue` lookups made while resolving one operation (LockEvent.issue). */
+  readonly loadIssue: (id: string) => Promise<Issue | null>;
+}
+
+export function createContext(services: AppServices, principal: Principal | null): Context {
+  return { principal, services, loadIssue: issueLoader(services.db, principal?.companyId ?? null) };
+}
+
+/** A minimal DataLoader: lookups made in the same tick go to the database as one query. */
+function issueLoader(db: Db, companyId: string | null): (id: string) => Promise<Issue | null> {
+  let pending: Map<string, ((issue: Issue | null) => void)[]> | null = null;
+  const cache = new Map<string, Promise<Issue | null>>();
+  return (id) => {
+    const hit = cache.get(id);
+    if (hit) return hit;
+    const promise = new Promise<Issue | null>((resolve, reject) => {
+      if (!pending) {
+        const batch = (pending = new Map());
+        setImmediate(() => {
+          pending = null;
+          getIssues(db, [...batch.keys()], companyId).then(
+            (issues) => {
+              const byId = new Map(issues.map((i) => [i.id, i]));
+              for (const [key, waiters] of batch) for (const w of waiters) w(byId.get(key) ?? null);
+            },
+            (err: unknown) => {
+              for (const key of batch.keys()) cache.delete(key);
+              reject(err);
+            },
+          );
+        });
+      }
+      const waiters = pending.get(id) ?? [];
+      waiters.push(resolve);
+      pending.set(id, waiters);
+    });
+    cache.set(id, promise);
+    return promise;
+  };
+}
+
+export const unauthenticated = () =>
+  new GraphQLError("missing or unknown token: send Authorization: Bearer <token>", { extensions: { code: "UNAUTHENTICATED" } });
+export const forbidden = (message: string) => new GraphQLError(message, { extensions: { code: "FORBIDDEN" } });
+export const badInput = (message: string) => new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT" } });
+
+export function requirePrincipal(ctx: Context): Principal {
+  if (!ctx.principal) throw unauthenticated();
+  return ctx.principal;
+}
+
+export function requireAdmin(ctx: Context): void {
+  if (requirePrincipal(ctx).role !== "ADMIN") throw forbidden("only the admin token may do this");
+}
+
+/** The board's company. */
+export function requireBoard(ctx: Context): string {
+  const p = requirePrincipal(ctx);
+  if (p.role !== "BOARD") throw forbidden("only a board key may do this");
+  return p.companyId;
+}
+
+/** The calling agent, acting as itself only. */
+export function requireAgent(ctx: Context): AgentActor {
+  const p = requirePrincipal(ctx);
+  if (p.role !== "AGENT") throw forbidden("only an agent key may do this");
+  return { companyId: p.companyId, agentId: p.agentId, agentNameKey: p.agentNameKey };
+}
+
+/** May the caller read this company? Admin: any; board and agent keys: their own only. */
+export function requireCompanyReader(ctx: Context, companyId: string): string {
+  const p = requirePrincipal(ctx);
+  const id = validateId("companyId", companyId);
+  if (p.role !== "ADMIN" && p.companyId !== id) throw forbidden("this token cannot read that company");
+  return id;
+}
+
+/** The company an entity lookup is confined to: null (any) for the admin. */
+export function readScope(ctx: Context): string | null {
+  return requirePrincipal(ctx).companyId;
+}
+
+export { validateId };

@@ -1,0 +1,169 @@
+// The mutations, grouped by who may call them. Each resolver checks scope,
+// validates ids and calls one verb from src/locks (or src/auth).
+import { createAgent, createCompany } from "../auth/accounts.js";
+import { acquireExecution } from "../locks/acquireExecution.js";
+import { claimIssue } from "../locks/claimIssue.js";
+import { createIssues } from "../locks/createIssues.js";
+import { forceReleaseIssue } from "../locks/forceReleaseIssue.js";
+import { releaseIssue } from "../locks/releaseIssue.js";
+import { runHeartbeat } from "../locks/runHeartbeat.js";
+import { finishRun, heartbeatRun, startRun } from "../locks/runs.js";
+import { updateIssue } from "../locks/updateIssue.js";
+import type { UpdateIssueInput } from "../locks/updateIssue.js";
+import { builder } from "./builder.js";
+import { requireAdmin, requireAgent, requireBoard, validateId } from "./context.js";
+import { IssueStatusEnum, ReleaseOutcomeEnum, RunStatusEnum } from "./types/enums.js";
+import { CreateIssueInputRef, IssueRef, UpdateIssueInputRef } from "./types/issue.js";
+import {
+  AcquireExecutionResultRef,
+  ClaimIssueResultRef,
+  CreateAgentPayloadRef,
+  CreateCompanyPayloadRef,
+  ForceReleaseResultRef,
+  HeartbeatTickRef,
+  ReleaseIssueResultRef,
+  RunResultRef,
+  UpdateIssueResultRef,
+} from "./types/results.js";
+import { HeartbeatRunRef } from "./types/run.js";
+
+const optionalId = (name: string, value: string | null | undefined) => (value == null ? value : validateId(name, value));
+
+// ---- ADMIN ----
+builder.mutationFields((t) => ({
+  createCompany: t.field({
+    type: CreateCompanyPayloadRef,
+    args: { name: t.arg.string({ required: true }) },
+    resolve: (_root, { name }, ctx) => {
+      requireAdmin(ctx);
+      return createCompany(ctx.services.db, name);
+    },
+  }),
+}));
+
+// ---- BOARD (operator of one company) ----
+builder.mutationFields((t) => ({
+  createAgent: t.field({
+    type: CreateAgentPayloadRef,
+    args: { name: t.arg.string({ required: true }) },
+    resolve: (_root, { name }, ctx) => createAgent(ctx.services.db, requireBoard(ctx), name),
+  }),
+
+  createIssue: t.field({
+    type: IssueRef,
+    args: { input: t.arg({ type: CreateIssueInputRef, required: true }) },
+    resolve: async (_root, { input }, ctx) => {
+      const companyId = requireBoard(ctx);
+      const [issue] = await createIssues(ctx.services.locks, companyId, [
+        { ...input, assigneeAgentId: optionalId("assigneeAgentId", input.assigneeAgentId) },
+      ]);
+      return issue!;
+    },
+  }),
+
+  createIssues: t.field({
+    type: [IssueRef],
+    description: "Up to 1000 at once, one transaction.",
+    args: { inputs: t.arg({ type: [CreateIssueInputRef], required: true }) },
+    resolve: (_root, { inputs }, ctx) => {
+      const companyId = requireBoard(ctx);
+      return createIssues(
+        ctx.services.locks,
+        companyId,
+        inputs.map((input, n) => ({ ...input, assigneeAgentId: optionalId(`inputs[${n}].assigneeAgentId`, input.assigneeAgentId) })),
+      );
+    },
+  }),
+
+  updateIssue: t.field({
+    type: UpdateIssueResultRef,
+    args: { id: t.arg.id({ required: true }), input: t.arg({ type: UpdateIssueInputRef, required: true }) },
+    resolve: (_root, { id, input }, ctx) => {
+      const companyId = requireBoard(ctx);
+      const changes: UpdateIssueInput = { ...input };
+      if (input.assigneeAgentId != null) changes.assigneeAgentId = validateId("assigneeAgentId", input.assigneeAgentId);
+      return updateIssue(ctx.services.locks, companyId, validateId("id", id), changes);
+    },
+  }),
+
+  forceReleaseIssue: t.field({
+    type: ForceReleaseResultRef,
+    args: { issueId: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
+    resolve: (_root, { issueId, reason }, ctx) =>
+      forceReleaseIssue(ctx.services.locks, requireBoard(ctx), { issueId: validateId("issueId", issueId), reason }),
+  }),
+
+  runHeartbeat: t.field({
+    type: HeartbeatTickRef,
+    description:
+      "The scheduler tick: for each agent of the caller's company with claimable work, start a run and claim that agent's next issue.",
+    resolve: (_root, _args, ctx) => runHeartbeat(ctx.services.locks, requireBoard(ctx)),
+  }),
+}));
+
+// ---- AGENT (acts as itself only) ----
+builder.mutationFields((t) => ({
+  startRun: t.field({
+    type: HeartbeatRunRef,
+    resolve: (_root, _args, ctx) => startRun(ctx.services.locks, requireAgent(ctx)),
+  }),
+
+  heartbeatRun: t.field({
+    type: RunResultRef,
+    args: { runId: t.arg.id({ required: true }) },
+    resolve: (_root, { runId }, ctx) => heartbeatRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId)),
+  }),
+
+  finishRun: t.field({
+    type: RunResultRef,
+    args: { runId: t.arg.id({ required: true }), status: t.arg({ type: RunStatusEnum, required: true }) },
+    resolve: (_root, { runId, status }, ctx) =>
+      finishRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId), status),
+  }),
+
+  claimIssue: t.field({
+    type: ClaimIssueResultRef,
+    description:
+      "Without issueId: atomically claim the caller's next claimable issue\n(priority CRITICAL..LOW, then oldest first) with FOR UPDATE SKIP LOCKED.\nWith issueId: check out that issue if its status is in expectedStatuses.",
+    args: {
+      runId: t.arg.id({ required: true }),
+      issueId: t.arg.id(),
+      expectedStatuses: t.arg({ type: [IssueStatusEnum] }),
+      includeUnassigned: t.arg.boolean({ defaultValue: false }),
+    },
+    resolve: (_root, args, ctx) =>
+      claimIssue(ctx.services.locks, requireAgent(ctx), {
+        runId: validateId("runId", args.runId),
+        issueId: optionalId("issueId", args.issueId),
+        expectedStatuses: args.expectedStatuses,
+        includeUnassigned: args.includeUnassigned,
+      }),
+  }),
+
+  acquireExecution: t.field({
+    type: AcquireExecutionResultRef,
+    args: { runId: t.arg.id({ required: true }), issueId: t.arg.id({ required: true }) },
+    resolve: (_root, args, ctx) =>
+      acquireExecution(ctx.services.locks, requireAgent(ctx), {
+        runId: validateId("runId", args.runId),
+        issueId: validateId("issueId", args.issueId),
+      }),
+  }),
+
+  releaseIssue: t.field({
+    type: ReleaseIssueResultRef,
+    args: {
+      runId: t.arg.id({ required: true }),
+      issueId: t.arg.id({ required: true }),
+      outcome: t.arg({ type: ReleaseOutcomeEnum, required: true }),
+      reason: t.arg.string(),
+    },
+    resolve: (_root, args, ctx) =>
+      releaseIssue(ctx.services.locks, requireAgent(ctx), {
+        runId: validateId("runId", args.runId),
+        issueId: validateId("issueId", args.issueId),
+        outcome: args.outcome,
+        reason: args.reason,
+      }),
+  }),
+}));

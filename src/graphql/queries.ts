@@ -1,0 +1,132 @@
+import { getCompany, getRun, listAgents, listIssues, listLockEvents, listRuns } from "../locks/reads.js";
+import { getIssues } from "../locks/reads.js";
+import { lockAudit } from "../locks/lockAudit.js";
+import { builder } from "./builder.js";
+import { badInput, readScope, requireCompanyReader, requirePrincipal, validateId } from "./context.js";
+import { AgentRef, CompanyRef, PrincipalRef } from "./types/company.js";
+import { IssueStatusEnum, RunStatusEnum } from "./types/enums.js";
+import { IssueConnectionRef, IssueRef } from "./types/issue.js";
+import { LockAuditRef, LockEventRef } from "./types/lockEvent.js";
+import { HeartbeatRunRef } from "./types/run.js";
+
+/** Page sizes are bounded: a client asks for more pages, not a bigger one. */
+export function pageSize(name: string, value: number | null | undefined, fallback: number, max: number): number {
+  const n = value ?? fallback;
+  if (!Number.isInteger(n) || n < 1 || n > max) throw badInput(`${name} must be between 1 and ${max}`);
+  return n;
+}
+
+/** A seq is a decimal string (bigint). */
+export function parseSeq(name: string, value: string | null | undefined): string | null {
+  if (value == null) return null;
+  if (!/^\d{1,19}$/.test(value) || BigInt(value) > 9223372036854775807n) throw badInput(`${name} must be a decimal seq`);
+  return value;
+}
+
+const encodeCursor = (id: string) => Buffer.from(`issue:${id}`).toString("base64url");
+function decodeCursor(cursor: string): string {
+  const text = Buffer.from(cursor, "base64url").toString("utf8");
+  if (!text.startsWith("issue:")) throw badInput("after is not a cursor from this API");
+  try {
+    return validateId("after", text.slice("issue:".length));
+  } catch {
+    throw badInput("after is not a cursor from this API");
+  }
+}
+
+builder.queryFields((t) => ({
+  me: t.field({ type: PrincipalRef, resolve: (_root, _args, ctx) => requirePrincipal(ctx) }),
+
+  company: t.field({
+    type: CompanyRef,
+    nullable: true,
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (_root, { id }, ctx) => {
+      const scope = readScope(ctx);
+      const companyId = validateId("id", id);
+      if (scope !== null && scope !== companyId) return null;
+      return getCompany(ctx.services.db, companyId);
+    },
+  }),
+
+  agents: t.field({
+    type: [AgentRef],
+    args: { companyId: t.arg.id({ required: true }) },
+    resolve: (_root, args, ctx) => listAgents(ctx.services.db, requireCompanyReader(ctx, args.companyId)),
+  }),
+
+  issue: t.field({
+    type: IssueRef,
+    nullable: true,
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (_root, { id }, ctx) => {
+      const [issue] = await getIssues(ctx.services.db, [validateId("id", id)], readScope(ctx));
+      return issue ?? null;
+    },
+  }),
+
+  issues: t.field({
+    type: IssueConnectionRef,
+    args: {
+      companyId: t.arg.id({ required: true }),
+      status: t.arg({ type: [IssueStatusEnum] }),
+      assigneeAgentId: t.arg.id(),
+      first: t.arg.int({ defaultValue: 50 }),
+      after: t.arg.string(),
+    },
+    resolve: async (_root, args, ctx) => {
+      const companyId = requireCompanyReader(ctx, args.companyId);
+      const first = pageSize("first", args.first, 50, 500);
+      const page = await listIssues(ctx.services.db, companyId, {
+        status: args.status ?? null,
+        assigneeAgentId: args.assigneeAgentId ? validateId("assigneeAgentId", args.assigneeAgentId) : null,
+        afterId: args.after ? decodeCursor(args.after) : null,
+        first,
+      });
+      const edges = page.issues.map((node) => ({ cursor: encodeCursor(node.id), node }));
+      return { edges, pageInfo: { hasNextPage: page.hasNextPage, endCursor: edges.at(-1)?.cursor ?? null } };
+    },
+  }),
+
+  run: t.field({
+    type: HeartbeatRunRef,
+    nullable: true,
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, { id }, ctx) => getRun(ctx.services.db, validateId("id", id), readScope(ctx)),
+  }),
+
+  runs: t.field({
+    type: [HeartbeatRunRef],
+    description: "Newest first.",
+    args: {
+      companyId: t.arg.id({ required: true }),
+      status: t.arg({ type: [RunStatusEnum] }),
+      first: t.arg.int({ defaultValue: 50 }),
+    },
+    resolve: (_root, args, ctx) =>
+      listRuns(ctx.services.db, requireCompanyReader(ctx, args.companyId), args.status ?? null, pageSize("first", args.first, 50, 500)),
+  }),
+
+  lockEvents: t.field({
+    type: [LockEventRef],
+    description: "Committed events with seq > afterSeq, ascending.",
+    args: {
+      companyId: t.arg.id({ required: true }),
+      afterSeq: t.arg.id(),
+      issueId: t.arg.id(),
+      first: t.arg.int({ defaultValue: 100 }),
+    },
+    resolve: (_root, args, ctx) =>
+      listLockEvents(ctx.services.db, requireCompanyReader(ctx, args.companyId), {
+        afterSeq: parseSeq("afterSeq", args.afterSeq),
+        issueId: args.issueId ? validateId("issueId", args.issueId) : null,
+        first: pageSize("first", args.first, 100, 1000),
+      }),
+  }),
+
+  lockAudit: t.field({
+    type: LockAuditRef,
+    args: { companyId: t.arg.id({ required: true }) },
+    resolve: (_root, args, ctx) => lockAudit(ctx.services.db, requireCompanyReader(ctx, args.companyId)),
+  }),
+}));

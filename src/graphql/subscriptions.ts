@@ -1,0 +1,27 @@
+import { lockEventStream } from "../events/stream.js";
+import { builder } from "./builder.js";
+import { requireCompanyReader, validateId } from "./context.js";
+import { parseSeq } from "./queries.js";
+import { LockEventRef } from "./types/lockEvent.js";
+
+builder.subscriptionFields((t) => ({
+  lockChanged: t.field({
+    type: LockEventRef,
+    description:
+      "Every committed LockEvent of the company that matches the filters, from any\nAPI instance. With afterSeq, first replays committed events with seq > afterSeq\n(ascending), then continues live, with no duplicates.",
+    args: {
+      companyId: t.arg.id({ required: true }),
+      issueId: t.arg.id(),
+      agentId: t.arg.id(),
+      afterSeq: t.arg.id(),
+    },
+    subscribe: (_root, args, ctx) =>
+      lockEventStream(ctx.services.db, ctx.services.bus, {
+        companyId: requireCompanyReader(ctx, args.companyId),
+        issueId: args.issueId ? validateId("issueId", args.issueId) : null,
+        agentId: args.agentId ? validateId("agentId", args.agentId) : null,
+        afterSeq: parseSeq("afterSeq", args.afterSeq),
+      }),
+    resolve: (event) => event,
+  }),
+}));

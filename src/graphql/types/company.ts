@@ -1,0 +1,31 @@
+import type { Agent, Company } from "../../auth/accounts.js";
+import type { Principal } from "../../auth/principal.js";
+import { builder } from "../builder.js";
+import { RoleEnum } from "./enums.js";
+
+export const PrincipalRef = builder.objectRef<Principal>("Principal").implement({
+  description: "Who the token belongs to.",
+  fields: (t) => ({
+    role: t.expose("role", { type: RoleEnum }),
+    companyId: t.exposeID("companyId", { nullable: true }),
+    agentId: t.exposeID("agentId", { nullable: true }),
+  }),
+});
+
+export const CompanyRef = builder.objectRef<Company>("Company").implement({
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    name: t.exposeString("name"),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+  }),
+});
+
+export const AgentRef = builder.objectRef<Agent>("Agent").implement({
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    companyId: t.exposeID("companyId"),
+    name: t.exposeString("name"),
+    nameKey: t.exposeString("nameKey", { description: "The name, normalised: unique within the company." }),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+  }),
+});

@@ -1,0 +1,81 @@
+import type { Issue } from "../../locks/types.js";
+import { builder } from "../builder.js";
+import { IssuePriorityEnum, IssueStatusEnum } from "./enums.js";
+
+export const IssueRef = builder.objectRef<Issue>("Issue").implement({
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    companyId: t.exposeID("companyId"),
+    title: t.exposeString("title"),
+    description: t.exposeString("description", { nullable: true }),
+    status: t.expose("status", { type: IssueStatusEnum }),
+    priority: t.expose("priority", { type: IssuePriorityEnum }),
+    assigneeAgentId: t.exposeID("assigneeAgentId", { nullable: true }),
+    checkoutRunId: t.exposeID("checkoutRunId", { nullable: true }),
+    executionRunId: t.exposeID("executionRunId", { nullable: true }),
+    executionAgentNameKey: t.exposeString("executionAgentNameKey", { nullable: true }),
+    attemptCount: t.exposeInt("attemptCount"),
+    maxAttempts: t.exposeInt("maxAttempts"),
+    lockEpoch: t.exposeInt("lockEpoch", {
+      description:
+        "Fencing token: increases by one each time the checkout changes hands (claim\nor adoption) and never decreases. A holder passes it to downstream systems,\nwhich refuse writes that carry an older epoch than one they have seen.",
+    }),
+    claimedAt: t.expose("claimedAt", { type: "DateTime", nullable: true }),
+    executionLockedAt: t.expose("executionLockedAt", { type: "DateTime", nullable: true }),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+    updatedAt: t.expose("updatedAt", { type: "DateTime" }),
+  }),
+});
+
+export interface IssueEdge {
+  cursor: string;
+  node: Issue;
+}
+export interface IssueConnection {
+  edges: IssueEdge[];
+  pageInfo: { hasNextPage: boolean; endCursor: string | null };
+}
+
+export const IssueEdgeRef = builder.objectRef<IssueEdge>("IssueEdge").implement({
+  fields: (t) => ({
+    cursor: t.exposeString("cursor"),
+    node: t.field({ type: IssueRef, resolve: (e) => e.node }),
+  }),
+});
+
+export const PageInfoRef = builder.objectRef<IssueConnection["pageInfo"]>("PageInfo").implement({
+  fields: (t) => ({
+    hasNextPage: t.exposeBoolean("hasNextPage"),
+    endCursor: t.exposeString("endCursor", { nullable: true }),
+  }),
+});
+
+export const IssueConnectionRef = builder.objectRef<IssueConnection>("IssueConnection").implement({
+  fields: (t) => ({
+    edges: t.field({ type: [IssueEdgeRef], resolve: (c) => c.edges }),
+    pageInfo: t.field({ type: PageInfoRef, resolve: (c) => c.pageInfo }),
+  }),
+});
+
+export const CreateIssueInputRef = builder.inputType("CreateIssueInput", {
+  fields: (t) => ({
+    title: t.string({ required: true }),
+    description: t.string(),
+    priority: t.field({ type: IssuePriorityEnum, defaultValue: "MEDIUM" }),
+    assigneeAgentId: t.id(),
+    maxAttempts: t.int({ defaultValue: 3 }),
+    status: t.field({ type: IssueStatusEnum, defaultValue: "OPEN", description: "BACKLOG or OPEN only." }),
+  }),
+});
+
+export const UpdateIssueInputRef = builder.inputType("UpdateIssueInput", {
+  description: "Fields left out are kept; assigneeAgentId: null unassigns.",
+  fields: (t) => ({
+    title: t.string(),
+    description: t.string(),
+    priority: t.field({ type: IssuePriorityEnum }),
+    assigneeAgentId: t.id(),
+    maxAttempts: t.int(),
+    status: t.field({ type: IssueStatusEnum }),
+  }),
+});

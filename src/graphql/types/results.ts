@@ -1,0 +1,100 @@
+// Success payloads and the result unions of the mutations.
+import type * as T from "../../locks/types.js";
+import type { HeartbeatTick } from "../../locks/runHeartbeat.js";
+import type { Agent, Company } from "../../auth/accounts.js";
+import { builder } from "../builder.js";
+import { AgentRef, CompanyRef } from "./company.js";
+import { IssueRef } from "./issue.js";
+import * as P from "./problems.js";
+import { HeartbeatRunRef } from "./run.js";
+
+export const IssueClaimedRef = builder.objectRef<T.IssueClaimed>("IssueClaimed").implement({
+  fields: (t) => ({
+    issue: t.field({ type: IssueRef, resolve: (r) => r.issue }),
+    run: t.field({ type: HeartbeatRunRef, resolve: (r) => r.run }),
+    alreadyHeld: t.exposeBoolean("alreadyHeld", {
+      description: "True when this run already held the checkout (idempotent re-claim, no new event).",
+    }),
+    adopted: t.exposeBoolean("adopted", { description: "True when the lock was taken over from a terminal or expired run." }),
+  }),
+});
+
+export const ExecutionAcquiredRef = builder.objectRef<T.ExecutionAcquired>("ExecutionAcquired").implement({
+  fields: (t) => ({
+    issue: t.field({ type: IssueRef, resolve: (r) => r.issue }),
+    alreadyHeld: t.exposeBoolean("alreadyHeld"),
+  }),
+});
+
+export const IssueReleasedRef = builder.objectRef<T.IssueReleased>("IssueReleased").implement({
+  fields: (t) => ({ issue: t.field({ type: IssueRef, resolve: (r) => r.issue }) }),
+});
+
+export const IssueUpdatedRef = builder.objectRef<T.IssueUpdated>("IssueUpdated").implement({
+  fields: (t) => ({ issue: t.field({ type: IssueRef, resolve: (r) => r.issue }) }),
+});
+
+export const RunUpdatedRef = builder.objectRef<T.RunUpdated>("RunUpdated").implement({
+  fields: (t) => ({ run: t.field({ type: HeartbeatRunRef, resolve: (r) => r.run }) }),
+});
+
+const byTypename = (value: { __typename: string }) => value.__typename;
+
+export const ClaimIssueResultRef = builder.unionType("ClaimIssueResult", {
+  types: [
+    IssueClaimedRef,
+    P.NoIssueAvailableRef,
+    P.CheckoutConflictRef,
+    P.UnexpectedStatusRef,
+    P.AttemptsExhaustedRef,
+    P.RunNotActiveRef,
+    P.IssueNotFoundRef,
+  ],
+  resolveType: byTypename,
+});
+
+export const AcquireExecutionResultRef = builder.unionType("AcquireExecutionResult", {
+  types: [ExecutionAcquiredRef, P.ExecutionConflictRef, P.NotCheckedOutRef, P.AttemptsExhaustedRef, P.RunNotActiveRef, P.IssueNotFoundRef],
+  resolveType: byTypename,
+});
+
+export const ReleaseIssueResultRef = builder.unionType("ReleaseIssueResult", {
+  types: [IssueReleasedRef, P.NotLockOwnerRef, P.InvalidTransitionRef, P.RunNotActiveRef, P.IssueNotFoundRef],
+  resolveType: byTypename,
+});
+
+export const ForceReleaseResultRef = builder.unionType("ForceReleaseResult", {
+  types: [IssueReleasedRef, P.IssueNotFoundRef],
+  resolveType: byTypename,
+});
+
+export const UpdateIssueResultRef = builder.unionType("UpdateIssueResult", {
+  types: [IssueUpdatedRef, P.InvalidTransitionRef, P.IssueNotFoundRef],
+  resolveType: byTypename,
+});
+
+export const RunResultRef = builder.unionType("RunResult", {
+  types: [RunUpdatedRef, P.RunNotActiveRef],
+  resolveType: byTypename,
+});
+
+export const CreateCompanyPayloadRef = builder.objectRef<{ company: Company; boardKey: string }>("CreateCompanyPayload").implement({
+  fields: (t) => ({
+    company: t.field({ type: CompanyRef, resolve: (p) => p.company }),
+    boardKey: t.exposeString("boardKey", { description: "Shown once; only its hash is stored." }),
+  }),
+});
+
+export const CreateAgentPayloadRef = builder.objectRef<{ agent: Agent; apiKey: string }>("CreateAgentPayload").implement({
+  fields: (t) => ({
+    agent: t.field({ type: AgentRef, resolve: (p) => p.agent }),
+    apiKey: t.exposeString("apiKey", { description: "Shown once; only its hash is stored." }),
+  }),
+});
+
+export const HeartbeatTickRef = builder.objectRef<HeartbeatTick>("HeartbeatTick").implement({
+  fields: (t) => ({
+    runs: t.field({ type: [HeartbeatRunRef], resolve: (tick) => tick.runs }),
+    claims: t.field({ type: [IssueClaimedRef], resolve: (tick) => tick.claims }),
+  }),
+});

@@ -1,0 +1,263 @@
+// claimIssue: take the checkout lock, either on the caller's next claimable
+// issue (CLAIM_NEXT_SKIP_LOCKED) or on one named issue (CHECKOUT_IF_EXPECTED).
+// Each is one statement: the decision, the change and its ledger row commit
+// together, and zero changed rows is a typed outcome, never an exception.
+import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";
+import type { LockDeps } from "./deps.js";
+import { RUN_CTE_COLUMNS, refuseRun } from "./deps.js";
+import type { AgentActor, ClaimIssueResult, Issue, IssueStatus, LockEvent, Run, RunView } from "./types.js";
+import { InvalidInputError, issueNotFound } from "./types.js";
+
+/** Statuses a checkout can start from: OPEN, or a lock left behind by a dead run. */
+export const CLAIMABLE_STATUSES: readonly IssueStatus[] = ["OPEN", "CLAIMED", "IN_PROGRESS"];
+
+export interface ClaimInput {
+  runId: string;
+  issueId?: string | null;
+  expectedStatuses?: IssueStatus[] | null;
+  includeUnassigned?: boolean | null;
+}
+
+export async function claimIssue(deps: LockDeps, actor: AgentActor, input: ClaimInput): Promise<ClaimIssueResult> {
+  if (input.issueId) return checkoutNamed(deps, actor, input.runId, input.issueId, input.expectedStatuses ?? ["OPEN"]);
+  return claimNext(deps, actor, input.runId, input.includeUnassigned ?? false);
+}
+
+interface ClaimNextRow {
+  run: RunView | null;
+  issue: Issue | null;
+  events: LockEvent[];
+}
+
+/**
+ * CLAIM_NEXT_SKIP_LOCKED. Invariant: at most one run holds an issue's checkout.
+ * Concurrent claimers lock different rows (SKIP LOCKED): they never wait on
+ * each other and never receive the same issue; a row another claimer changed
+ * after this statement's snapshot is re-checked against the WHERE (status
+ * 'OPEN', attempts left) on its newest version before it can be taken.
+ * The run is read FOR SHARE, so finishRun (which updates the run row, then
+ * releases its issues in a later statement) cannot miss an issue claimed here,
+ * and a run that has just been finished or timed out cannot take a lock.
+ * The index issues_claimable_idx (or issues_pool_idx with the unassigned pool)
+ * serves the ORDER BY directly, so the first unlocked entry is the answer.
+ */
+function claimNextStatement(runId: string, actor: AgentActor, includeUnassigned: boolean) {
+  const who = includeUnassigned
+    ? sql`(i.assignee_agent_id = ${actor.agentId}::uuid OR i.assignee_agent_id IS NULL)`
+    : sql`i.assignee_agent_id = ${actor.agentId}::uuid`;
+  return sql`
+    WITH run AS (
+      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
+       WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid
+         FOR SHARE
+    ),
+    next AS (
+      SELECT i.id FROM issues i
+       WHERE i.company_id = ${actor.companyId}::uuid
+         AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
+         AND ${who}
+         AND EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
+       ORDER BY i.priority, i.created_at, i.id
+       LIMIT 1
+         FOR UPDATE SKIP LOCKED
+    ),
+    changed AS (
+      UPDATE issues i
+         SET status = 'CLAIMED', checkout_run_id = ${runId}::uuid, claimed_at = now(),
+             lock_epoch = i.lock_epoch + 1, updated_at = now()
+        FROM next WHERE i.id = next.id
+      RETURNING i.*, 'CLAIMED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${actor.agentId}::uuid AS ev_agent_id, NULL::text AS ev_reason
+    ),
+    ${appendEvents("changed")}
+    SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
+           (SELECT ${issueJson("c")} FROM changed c) AS issue,
+           (SELECT list FROM events) AS events`;
+}
+
+async function claimNext(deps: LockDeps, actor: AgentActor, runId: string, includeUnassigned: boolean): Promise<ClaimIssueResult> {
+  const row = await queryOne<ClaimNextRow>(deps.db, claimNextStatement(runId, actor, includeUnassigned));
+  deps.events.publish(row.events);
+  const refused = refuseRun(row.run, runId, actor);
+  if (refused) return refused;
+  if (!row.issue || !row.run) return { __typename: "NoIssueAvailable", message: "no claimable issue" };
+  return { __typename: "IssueClaimed", issue: row.issue, run: withoutLive(row.run), alreadyHeld: false, adopted: false };
+}
+
+type Verdict =
+  | "NOT_FOUND"
+  | "ALREADY_HELD"
+  | "UNEXPECTED_STATUS"
+  | "HELD"
+  | "ASSIGNED"
+  | "EXHAUSTED"
+  | "ADOPT_EXHAUSTED"
+  | "ADOPT"
+  | "CLAIM";
+
+interface CheckoutRow {
+  run: RunView | null;
+  verdict: Verdict | null;
+  current: Issue | null;
+  issue: Issue | null;
+  holder: (RunView & { timedOutNow: boolean }) | null;
+  events: LockEvent[];
+}
+
+/**
+ * CHECKOUT_IF_EXPECTED. Invariant: at most one run holds the checkout, and a
+ * lock is taken over only from a run that is dead on the database clock.
+ * `cur` locks the issue row first (FOR UPDATE returns its newest version), so
+ * the verdict cannot go stale before the change. A holder whose lease has run
+ * out but which is still marked RUNNING is timed out here, under its row lock,
+ * before its lock is adopted: a heartbeat racing this statement either lands
+ * first (the holder is live: CheckoutConflict) or finds the run TIMED_OUT
+ * (RunNotActive) — never both. A holder this statement cannot see is younger
+ * than its snapshot, hence alive. The checks run in SEMANTICS' order.
+ */
+function checkoutStatement(runId: string, actor: AgentActor, issueId: string, expected: IssueStatus[]) {
+  return sql`
+    WITH run AS (
+      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
+       WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid
+         FOR SHARE
+    ),
+    cur AS (
+      SELECT i.* FROM issues i
+       WHERE i.id = ${issueId}::uuid AND i.company_id = ${actor.companyId}::uuid
+         AND EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
+         FOR UPDATE
+    ),
+    holder AS (
+      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r WHERE r.id = (SELECT checkout_run_id FROM cur)
+    ),
+    expired AS (
+      UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
+       WHERE r.id = (SELECT id FROM holder WHERE NOT live AND status = 'RUNNING')
+         AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
+         AND (SELECT checkout_run_id <> ${runId}::uuid FROM cur)
+      RETURNING r.id
+    ),
+    seen AS (
+      SELECT cur.*,
+             CASE WHEN cur.checkout_run_id IS NULL THEN false
+                  WHEN NOT EXISTS (SELECT 1 FROM holder) THEN true
+                  WHEN (SELECT status FROM holder) = 'RUNNING' THEN NOT EXISTS (SELECT 1 FROM expired)
+                  ELSE false END AS holder_live
+        FROM cur
+    ),
+    verdict AS (
+      SELECT CASE
+        WHEN s.checkout_run_id = ${runId}::uuid THEN 'ALREADY_HELD'
+        WHEN NOT (s.status = ANY(${expected}::issue_status[])) THEN 'UNEXPECTED_STATUS'
+        WHEN s.holder_live THEN 'HELD'
+        WHEN s.assignee_agent_id IS NOT NULL AND s.assignee_agent_id <> ${actor.agentId}::uuid THEN 'ASSIGNED'
+        WHEN s.checkout_run_id IS NOT NULL
+             AND s.attempt_count + (s.status = 'CLAIMED')::int >= s.max_attempts THEN 'ADOPT_EXHAUSTED'
+        WHEN s.attempt_count >= s.max_attempts THEN 'EXHAUSTED'
+        WHEN s.checkout_run_id IS NOT NULL THEN 'ADOPT'
+        WHEN s.status = 'OPEN' THEN 'CLAIM'
+        ELSE 'UNEXPECTED_STATUS' END AS verdict
+        FROM seen s
+    ),
+    changed AS (
+      UPDATE issues i
+         SET status = CASE WHEN v.verdict = 'ADOPT_EXHAUSTED' THEN 'ESCALATED' ELSE 'CLAIMED' END::issue_status,
+             checkout_run_id = CASE WHEN v.verdict = 'ADOPT_EXHAUSTED' THEN NULL ELSE ${runId}::uuid END,
+             execution_run_id = NULL, execution_agent_name_key = NULL, execution_locked_at = NULL,
+             claimed_at = CASE WHEN v.verdict = 'ADOPT_EXHAUSTED' THEN i.claimed_at ELSE now() END,
+             -- a CLAIMED holder that died before reaching IN_PROGRESS spent an attempt
+             attempt_count = i.attempt_count + (v.verdict IN ('ADOPT', 'ADOPT_EXHAUSTED') AND i.status = 'CLAIMED')::int,
+             lock_epoch = i.lock_epoch + (v.verdict IN ('ADOPT', 'CLAIM'))::int,
+             updated_at = now()
+        FROM verdict v
+       WHERE i.id = ${issueId}::uuid AND v.verdict IN ('CLAIM', 'ADOPT', 'ADOPT_EXHAUSTED')
+      RETURNING i.*,
+                CASE v.verdict WHEN 'CLAIM' THEN 'CLAIMED' WHEN 'ADOPT' THEN 'ADOPTED' ELSE 'ESCALATED' END AS ev_kind,
+                ${runId}::uuid AS ev_run_id, ${actor.agentId}::uuid AS ev_agent_id,
+                CASE v.verdict WHEN 'CLAIM' THEN NULL ELSE 'HOLDER_DEAD' END AS ev_reason
+    ),
+    ${appendEvents("changed")}
+    SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
+           (SELECT verdict FROM verdict) AS verdict,
+           (SELECT ${issueJson("c")} FROM cur c) AS current,
+           (SELECT ${issueJson("c")} FROM changed c) AS issue,
+           (SELECT json_build_object('id', h.id, 'agentId', h.agent_id, 'status', h.status, 'live', h.live) FROM holder h) AS holder,
+           (SELECT list FROM events) AS events`;
+}
+
+async function checkoutNamed(
+  deps: LockDeps,
+  actor: AgentActor,
+  runId: string,
+  issueId: string,
+  expected: IssueStatus[],
+): Promise<ClaimIssueResult> {
+  if (expected.length === 0) throw new InvalidInputError("expectedStatuses must not be empty");
+  const bad = expected.filter((s) => !CLAIMABLE_STATUSES.includes(s));
+  if (bad.length) {
+    throw new InvalidInputError(`expectedStatuses may only contain ${CLAIMABLE_STATUSES.join(", ")}; got ${bad.join(", ")}`);
+  }
+  const row = await queryOne<CheckoutRow>(deps.db, checkoutStatement(runId, actor, issueId, expected));
+  deps.events.publish(row.events);
+  const refused = refuseRun(row.run, runId, actor);
+  if (refused) return refused;
+  const run = withoutLive(row.run!);
+  const cur = row.current;
+  if (!cur || !row.verdict || row.verdict === "NOT_FOUND") return issueNotFound(issueId);
+  switch (row.verdict) {
+    case "ALREADY_HELD":
+      return { __typename: "IssueClaimed", issue: cur, run, alreadyHeld: true, adopted: false };
+    case "CLAIM":
+    case "ADOPT":
+      return { __typename: "IssueClaimed", issue: row.issue!, run, alreadyHeld: false, adopted: row.verdict === "ADOPT" };
+    case "UNEXPECTED_STATUS":
+      return {
+        __typename: "UnexpectedStatus",
+        message: `issue ${issueId} is ${cur.status}, expected one of ${expected.join(", ")}`,
+        issueId,
+        status: cur.status,
+        expectedStatuses: expected,
+      };
+    case "HELD":
+      return {
+        __typename: "CheckoutConflict",
+        message: `issue ${issueId} is checked out by run ${cur.checkoutRunId} of agent ${row.holder?.agentId ?? "unknown"}`,
+        issueId,
+        status: cur.status,
+        ownerAgentId: row.holder?.agentId ?? null,
+        ownerRunId: cur.checkoutRunId,
+        executionRunId: cur.executionRunId,
+        holderRunIsLive: true,
+      };
+    case "ASSIGNED":
+      return {
+        __typename: "CheckoutConflict",
+        message: `issue ${issueId} is assigned to agent ${cur.assigneeAgentId}`,
+        issueId,
+        status: cur.status,
+        ownerAgentId: cur.assigneeAgentId,
+        ownerRunId: cur.checkoutRunId,
+        executionRunId: cur.executionRunId,
+        holderRunIsLive: false,
+      };
+    case "EXHAUSTED":
+    case "ADOPT_EXHAUSTED": {
+      const after = row.issue ?? cur;
+      return {
+        __typename: "AttemptsExhausted",
+        message:
+          row.verdict === "ADOPT_EXHAUSTED"
+            ? `issue ${issueId} used its last attempt when its holder died; it is now ESCALATED`
+            : `issue ${issueId} has used all ${after.maxAttempts} attempts`,
+        issueId,
+        attemptCount: after.attemptCount,
+        maxAttempts: after.maxAttempts,
+      };
+    }
+  }
+}
+
+export function withoutLive(run: RunView): Run {
+  const { live: _live, ...rest } = run;
+  return rest;
+}

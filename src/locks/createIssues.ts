@@ -1,0 +1,79 @@
+// createIssue / createIssues: the board adds work. Up to 1000 in one
+// transaction (one statement); no lock changes, so no events.
+import { issueJson, queryAll, sql } from "../db/sql.js";
+import type { LockDeps } from "./deps.js";
+import type { Issue, IssuePriority, IssueStatus } from "./types.js";
+import { InvalidInputError } from "./types.js";
+import { validateDescription, validateMaxAttempts, validateTitle } from "./validate.js";
+
+export const MAX_ISSUES_PER_CALL = 1000;
+
+export interface CreateIssueInput {
+  title: string;
+  description?: string | null;
+  priority?: IssuePriority | null;
+  assigneeAgentId?: string | null;
+  maxAttempts?: number | null;
+  status?: IssueStatus | null;
+}
+
+/**
+ * INSERT_ISSUES_FOR_COMPANY. Invariant: an issue's assignee is an agent of the
+ * same company. Rows are inserted in input order with increasing created_at
+ * (clock_timestamp per row), so equal priorities are claimed in input order, and an unknown assignee
+ * makes the whole statement insert nothing.
+ */
+export async function createIssues(deps: Pick<LockDeps, "db">, companyId: string, inputs: readonly CreateIssueInput[]): Promise<Issue[]> {
+  if (inputs.length === 0) return [];
+  if (inputs.length > MAX_ISSUES_PER_CALL) throw new InvalidInputError(`at most ${MAX_ISSUES_PER_CALL} issues per call`);
+  const rows = inputs.map((input, n) => {
+    const where = inputs.length > 1 ? `inputs[${n}].` : "";
+    try {
+      validateTitle(input.title);
+      if (input.description != null) validateDescription(input.description);
+      validateMaxAttempts(input.maxAttempts ?? 3);
+    } catch (err) {
+      throw new InvalidInputError(`${where}${(err as Error).message}`);
+    }
+    const status = input.status ?? "OPEN";
+    if (status !== "OPEN" && status !== "BACKLOG") throw new InvalidInputError(`${where}status must be BACKLOG or OPEN`);
+    return {
+      title: input.title,
+      description: input.description ?? null,
+      priority: input.priority ?? "MEDIUM",
+      assignee: input.assigneeAgentId ?? null,
+      maxAttempts: input.maxAttempts ?? 3,
+      status,
+    };
+  });
+  const assignees = [...new Set(rows.map((r) => r.assignee).filter((a): a is string => a !== null))];
+  const inserted = await queryAll<{ issue: Issue; ord: number }>(
+    deps.db,
+    sql`
+      WITH input AS (
+        SELECT * FROM unnest(
+          ${rows.map((r) => r.title)}::text[], ${rows.map((r) => r.description)}::text[],
+          ${rows.map((r) => r.priority)}::issue_priority[], ${rows.map((r) => r.assignee)}::uuid[],
+          ${rows.map((r) => r.maxAttempts)}::int[], ${rows.map((r) => r.status)}::issue_status[]
+        ) WITH ORDINALITY AS t(title, description, priority, assignee, max_attempts, status, ord)
+      ),
+      known AS (
+        SELECT count(*) AS n FROM agents a
+         WHERE a.company_id = ${companyId}::uuid AND a.id = ANY(${assignees}::uuid[])
+      ),
+      created AS (
+        INSERT INTO issues (company_id, title, description, priority, assignee_agent_id, max_attempts, status, created_at, updated_at)
+        SELECT ${companyId}::uuid, t.title, t.description, t.priority, t.assignee, t.max_attempts, t.status,
+               clock_timestamp(), clock_timestamp()
+          FROM input t
+         WHERE (SELECT n FROM known) = ${assignees.length}::int
+         ORDER BY t.ord
+        RETURNING *
+      )
+      SELECT ${issueJson("c")} AS issue FROM created c`,
+  );
+  if (inserted.length !== rows.length) {
+    throw new InvalidInputError("assigneeAgentId: no such agent in this company");
+  }
+  return inserted.map((r) => r.issue);
+}

@@ -1,0 +1,43 @@
+import type { Db } from "../db/client.js";
+import type { AgentActor, LockEvent, RunNotActive, RunView } from "./types.js";
+import { ForbiddenError, runNotActive } from "./types.js";
+
+/** Where committed events go: the pub/sub fan-out. Never throws. */
+export interface EventSink {
+  publish(events: readonly LockEvent[]): void;
+}
+
+/** What every lock verb needs. No GraphQL in here. */
+export interface LockDeps {
+  readonly db: Db;
+  readonly events: EventSink;
+  readonly leaseSeconds: number;
+}
+
+/**
+ * The checks every agent mutation makes on the run it names, in order: a run
+ * that does not exist in the caller's company is RunNotActive (status null);
+ * another agent's run is FORBIDDEN; a dead run is RunNotActive. Returns null
+ * when the run may act. The statements evaluate the same conditions in SQL and
+ * change nothing unless all pass, so this only explains a refusal.
+ */
+export function refuseRun(run: RunView | null, runId: string, actor: AgentActor): RunNotActive | null {
+  if (run === null) return runNotActive(runId, null);
+  if (run.agentId !== actor.agentId) throw new ForbiddenError(`run ${runId} belongs to another agent`);
+  if (!run.live) return runNotActive(runId, run.status);
+  return null;
+}
+
+/** The `run` CTE shared by the agent mutations: the named run, if it is in the caller's company, with its liveness. */
+export const RUN_CTE_COLUMNS = `r.*, baton_run_is_live(r.status, r.lease_expires_at) AS live`;
+
+/**
+ * Where an issue goes when its hold ends without DONE/BLOCKED: back to OPEN,
+ * or ESCALATED when it has no attempt left (SEMANTICS: an exhausted issue
+ * never returns to OPEN).
+ */
+export const reopenOrEscalate = (alias: string) =>
+  `(CASE WHEN ${alias}.attempt_count >= ${alias}.max_attempts THEN 'ESCALATED' ELSE 'OPEN' END)::issue_status`;
+
+/** Both locks and their details, cleared together (the issues_lock_pair CHECK insists). */
+export const CLEAR_LOCKS = `checkout_run_id = NULL, execution_run_id = NULL, execution_agent_name_key = NULL, execution_locked_at = NULL`;

@@ -1,0 +1,50 @@
+// forceReleaseIssue: the board takes an issue back from whatever holds it.
+import { appendEvents, issueJson, queryOne, raw, sql } from "../db/sql.js";
+import type { LockDeps } from "./deps.js";
+import { CLEAR_LOCKS, reopenOrEscalate } from "./deps.js";
+import { MAX_REASON_LENGTH } from "./releaseIssue.js";
+import type { ForceReleaseResult, Issue, LockEvent } from "./types.js";
+import { InvalidInputError, issueNotFound } from "./types.js";
+
+/**
+ * FORCE_RELEASE_ANY_HOLDER. Invariant: both locks clear together with the
+ * status; an issue that holds no lock is left as it is (no event). The event
+ * names the run and agent whose hold was ended.
+ */
+function forceReleaseStatement(companyId: string, issueId: string, reason: string) {
+  return sql`
+    WITH cur AS (
+      SELECT i.* FROM issues i
+       WHERE i.id = ${issueId}::uuid AND i.company_id = ${companyId}::uuid
+         FOR UPDATE
+    ),
+    changed AS (
+      UPDATE issues i
+         SET status = ${raw(reopenOrEscalate("i"))}, ${raw(CLEAR_LOCKS)}, updated_at = now()
+        FROM cur LEFT JOIN heartbeat_runs h ON h.id = cur.checkout_run_id
+       WHERE i.id = cur.id AND cur.checkout_run_id IS NOT NULL
+      RETURNING i.*, 'FORCE_RELEASED' AS ev_kind, cur.checkout_run_id AS ev_run_id,
+                h.agent_id AS ev_agent_id, ${reason}::text AS ev_reason
+    ),
+    ${appendEvents("changed")}
+    SELECT (SELECT ${issueJson("c")} FROM cur c) AS current,
+           (SELECT ${issueJson("c")} FROM changed c) AS issue,
+           (SELECT list FROM events) AS events`;
+}
+
+export async function forceReleaseIssue(
+  deps: LockDeps,
+  companyId: string,
+  input: { issueId: string; reason: string },
+): Promise<ForceReleaseResult> {
+  const reason = input.reason.trim();
+  if (!reason) throw new InvalidInputError("reason must not be empty");
+  if (reason.length > MAX_REASON_LENGTH) throw new InvalidInputError(`reason must be at most ${MAX_REASON_LENGTH} characters`);
+  const row = await queryOne<{ current: Issue | null; issue: Issue | null; events: LockEvent[] }>(
+    deps.db,
+    forceReleaseStatement(companyId, input.issueId, reason),
+  );
+  deps.events.publish(row.events);
+  if (!row.current) return issueNotFound(input.issueId);
+  return { __typename: "IssueReleased", issue: row.issue ?? row.current };
+}

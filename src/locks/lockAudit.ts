@@ -1,0 +1,43 @@
+// lockAudit: the invariants as numbers, computed by SQL over the real tables
+// and the ledger (never from counters kept on the side). All zero when healthy.
+import type { Db } from "../db/client.js";
+import { queryOne, sql } from "../db/sql.js";
+
+export interface LockAudit {
+  doubleClaims: number;
+  locksHeldByDeadRuns: number;
+  halfReleasedLocks: number;
+  unescalatedExhausted: number;
+  attemptHistogram: { attemptCount: number; issues: number }[];
+}
+
+export async function lockAudit(db: Db, companyId: string): Promise<LockAudit> {
+  return queryOne<LockAudit>(
+    db,
+    sql`
+      SELECT
+        -- a CLAIMED event while the issue's previous event left it held by another run
+        (SELECT count(*)::int FROM (
+           SELECT e.kind, e.run_id,
+                  lag(e.checkout_run_id) OVER (PARTITION BY e.issue_id ORDER BY e.seq) AS held_by
+             FROM lock_events e WHERE e.company_id = ${companyId}::uuid
+         ) x WHERE x.kind = 'CLAIMED' AND x.held_by IS NOT NULL AND x.held_by <> x.run_id) AS "doubleClaims",
+        (SELECT count(*)::int FROM issues i
+           LEFT JOIN heartbeat_runs c ON c.id = i.checkout_run_id
+           LEFT JOIN heartbeat_runs x ON x.id = i.execution_run_id
+          WHERE i.company_id = ${companyId}::uuid
+            AND ((i.checkout_run_id IS NOT NULL AND NOT baton_run_is_live(c.status, c.lease_expires_at))
+              OR (i.execution_run_id IS NOT NULL AND NOT baton_run_is_live(x.status, x.lease_expires_at)))) AS "locksHeldByDeadRuns",
+        (SELECT count(*)::int FROM issues i
+          WHERE i.company_id = ${companyId}::uuid
+            AND NOT CASE i.status
+                  WHEN 'CLAIMED' THEN i.checkout_run_id IS NOT NULL AND i.execution_run_id IS NULL
+                  WHEN 'IN_PROGRESS' THEN i.checkout_run_id IS NOT NULL AND i.execution_run_id = i.checkout_run_id
+                  ELSE i.checkout_run_id IS NULL AND i.execution_run_id IS NULL END) AS "halfReleasedLocks",
+        (SELECT count(*)::int FROM issues i
+          WHERE i.company_id = ${companyId}::uuid AND i.status = 'OPEN' AND i.attempt_count >= i.max_attempts) AS "unescalatedExhausted",
+        (SELECT coalesce(json_agg(json_build_object('attemptCount', h.attempt_count, 'issues', h.n) ORDER BY h.attempt_count), '[]'::json)
+           FROM (SELECT attempt_count, count(*)::int AS n FROM issues WHERE company_id = ${companyId}::uuid GROUP BY attempt_count) h
+        ) AS "attemptHistogram"`,
+  );
+}

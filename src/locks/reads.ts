@@ -1,0 +1,104 @@
+// Read models for the queries. Every read is scoped to one company: an id from
+// another company reads as not found.
+import type { Db } from "../db/client.js";
+import { eventJson, issueJson, queryAll, queryOne, runJson, sql } from "../db/sql.js";
+import type { Agent, Company } from "../auth/accounts.js";
+import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "./types.js";
+
+export async function getCompany(db: Db, id: string): Promise<Company | null> {
+  const row = await queryOne<{ company: Company } | undefined>(
+    db,
+    sql`SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company FROM companies c WHERE c.id = ${id}::uuid`,
+  );
+  return row?.company ?? null;
+}
+
+export async function listAgents(db: Db, companyId: string): Promise<Agent[]> {
+  const rows = await queryAll<{ agent: Agent }>(
+    db,
+    sql`SELECT json_build_object('id', a.id, 'companyId', a.company_id, 'name', a.name, 'nameKey', a.name_key, 'createdAt', a.created_at) AS agent
+          FROM agents a WHERE a.company_id = ${companyId}::uuid ORDER BY a.created_at, a.id`,
+  );
+  return rows.map((r) => r.agent);
+}
+
+/** Issues by id, each only if it belongs to the company (null: any company). */
+export async function getIssues(db: Db, ids: readonly string[], companyId: string | null): Promise<Issue[]> {
+  if (ids.length === 0) return [];
+  const rows = await queryAll<{ issue: Issue }>(
+    db,
+    sql`SELECT ${issueJson("i")} AS issue FROM issues i
+         WHERE i.id = ANY(${[...ids]}::uuid[]) AND (${companyId}::uuid IS NULL OR i.company_id = ${companyId}::uuid)`,
+  );
+  return rows.map((r) => r.issue);
+}
+
+export interface IssuePage {
+  issues: Issue[];
+  hasNextPage: boolean;
+}
+
+/** Issues in (created_at, id) order, after the issue `afterId` (keyset pagination: stable under inserts). */
+export async function listIssues(
+  db: Db,
+  companyId: string,
+  filter: { status?: IssueStatus[] | null; assigneeAgentId?: string | null; afterId?: string | null; first: number },
+): Promise<IssuePage> {
+  const rows = await queryAll<{ issue: Issue }>(
+    db,
+    sql`SELECT ${issueJson("i")} AS issue FROM issues i
+         WHERE i.company_id = ${companyId}::uuid
+           AND (${filter.status ?? null}::issue_status[] IS NULL OR i.status = ANY(${filter.status ?? null}::issue_status[]))
+           AND (${filter.assigneeAgentId ?? null}::uuid IS NULL OR i.assignee_agent_id = ${filter.assigneeAgentId ?? null}::uuid)
+           AND (${filter.afterId ?? null}::uuid IS NULL OR (i.created_at, i.id) > (
+                 SELECT a.created_at, a.id FROM issues a WHERE a.id = ${filter.afterId ?? null}::uuid AND a.company_id = ${companyId}::uuid))
+         ORDER BY i.created_at, i.id
+         LIMIT ${filter.first + 1}::int`,
+  );
+  return { issues: rows.slice(0, filter.first).map((r) => r.issue), hasNextPage: rows.length > filter.first };
+}
+
+export async function getRun(db: Db, id: string, companyId: string | null): Promise<Run | null> {
+  const row = await queryOne<{ run: Run } | undefined>(
+    db,
+    sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
+         WHERE r.id = ${id}::uuid AND (${companyId}::uuid IS NULL OR r.company_id = ${companyId}::uuid)`,
+  );
+  return row?.run ?? null;
+}
+
+/** Newest first. */
+export async function listRuns(db: Db, companyId: string, status: RunStatus[] | null, first: number): Promise<Run[]> {
+  const rows = await queryAll<{ run: Run }>(
+    db,
+    sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
+         WHERE r.company_id = ${companyId}::uuid
+           AND (${status}::run_status[] IS NULL OR r.status = ANY(${status}::run_status[]))
+         ORDER BY r.started_at DESC, r.id DESC
+         LIMIT ${first}::int`,
+  );
+  return rows.map((r) => r.run);
+}
+
+/**
+ * Committed events with seq > afterSeq, ascending. Safe to resume from: seqs
+ * are handed out under the company's row lock, held until commit, so once seq
+ * n is visible every smaller seq already is (docs/events.md).
+ */
+export async function listLockEvents(
+  db: Db,
+  companyId: string,
+  filter: { afterSeq: string | null; issueId?: string | null; agentId?: string | null; first: number },
+): Promise<LockEvent[]> {
+  const rows = await queryAll<{ event: LockEvent }>(
+    db,
+    sql`SELECT ${eventJson("e")} AS event FROM lock_events e
+         WHERE e.company_id = ${companyId}::uuid
+           AND e.seq > ${filter.afterSeq ?? "0"}::bigint
+           AND (${filter.issueId ?? null}::uuid IS NULL OR e.issue_id = ${filter.issueId ?? null}::uuid)
+           AND (${filter.agentId ?? null}::uuid IS NULL OR e.agent_id = ${filter.agentId ?? null}::uuid)
+         ORDER BY e.seq
+         LIMIT ${filter.first}::int`,
+  );
+  return rows.map((r) => r.event);
+}

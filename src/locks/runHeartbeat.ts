@@ -1,0 +1,41 @@
+// runHeartbeat: the board's scheduler tick. For each agent with claimable work
+// assigned to it: start a run, claim its next issue with the very same
+// statement an agent would use, and finish the run SUCCEEDED if it got
+// nothing (another tick, or the agent itself, may have been faster).
+import { queryAll, sql } from "../db/sql.js";
+import { claimIssue } from "./claimIssue.js";
+import type { LockDeps } from "./deps.js";
+import { finishRun, startRun } from "./runs.js";
+import type { IssueClaimed, Run } from "./types.js";
+
+export interface HeartbeatTick {
+  runs: Run[];
+  claims: IssueClaimed[];
+}
+
+/** AGENTS_WITH_CLAIMABLE_WORK: served by issues_claimable_idx (one probe per agent). */
+const agentsWithWork = (companyId: string) => sql`
+  SELECT a.id AS "agentId", a.name_key AS "agentNameKey" FROM agents a
+   WHERE a.company_id = ${companyId}::uuid
+     AND EXISTS (SELECT 1 FROM issues i
+                  WHERE i.company_id = a.company_id AND i.assignee_agent_id = a.id
+                    AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts)
+   ORDER BY a.created_at, a.id`;
+
+export async function runHeartbeat(deps: LockDeps, companyId: string): Promise<HeartbeatTick> {
+  const agents = await queryAll<{ agentId: string; agentNameKey: string }>(deps.db, agentsWithWork(companyId));
+  const results = await Promise.all(
+    agents.map(async ({ agentId, agentNameKey }) => {
+      const actor = { companyId, agentId, agentNameKey };
+      const run = await startRun(deps, actor);
+      const claimed = await claimIssue(deps, actor, { runId: run.id });
+      if (claimed.__typename === "IssueClaimed") return { run: claimed.run, claim: claimed };
+      const finished = await finishRun(deps, actor, run.id, "SUCCEEDED");
+      return { run: finished.__typename === "RunUpdated" ? finished.run : run, claim: null };
+    }),
+  );
+  return {
+    runs: results.map((r) => r.run),
+    claims: results.flatMap((r) => (r.claim ? [r.claim] : [])),
+  };
+}

@@ -1,0 +1,132 @@
+// Heartbeat runs: an agent's unit of liveness. A run holds locks only while it
+// is RUNNING and its lease (on the database clock) lies in the future.
+import type { Db } from "../db/client.js";
+import { appendEvents, queryOne, raw, runJson, sql } from "../db/sql.js";
+import type { LockDeps } from "./deps.js";
+import { CLEAR_LOCKS, reopenOrEscalate } from "./deps.js";
+import type { AgentActor, LockEvent, Run, RunResult, RunStatus } from "./types.js";
+import { ForbiddenError, InvalidInputError, runNotActive } from "./types.js";
+
+const lease = (seconds: number) => sql`now() + make_interval(secs => ${seconds}::int)`;
+
+/** START_RUN: a RUNNING run for the calling agent, its lease from the database clock. */
+export async function startRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, actor: AgentActor): Promise<Run> {
+  const row = await queryOne<{ run: Run }>(
+    deps.db,
+    sql`
+      WITH started AS (
+        INSERT INTO heartbeat_runs (company_id, agent_id, status, lease_expires_at)
+        VALUES (${actor.companyId}::uuid, ${actor.agentId}::uuid, 'RUNNING', ${lease(deps.leaseSeconds)})
+        RETURNING *
+      )
+      SELECT ${runJson("s")} AS run FROM started s`,
+  );
+  return row.run;
+}
+
+/** Explains why a run could not act, after the guarded statement changed nothing. */
+async function diagnose(db: Db, actor: AgentActor, runId: string): Promise<RunResult> {
+  // Writes down what the clock already says (an expired RUNNING run is
+  // TIMED_OUT); its locks stay where they are until adoption or recovery.
+  const row = await queryOne<{ run: Run | null }>(
+    db,
+    sql`
+      WITH timed_out AS (
+        UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
+         WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
+           AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
+        RETURNING *
+      )
+      SELECT coalesce(
+        (SELECT ${runJson("t")} FROM timed_out t),
+        (SELECT ${runJson("r")} FROM heartbeat_runs r WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid)
+      ) AS run`,
+  );
+  if (!row.run) return runNotActive(runId, null);
+  if (row.run.agentId !== actor.agentId) throw new ForbiddenError(`run ${runId} belongs to another agent`);
+  return runNotActive(runId, row.run.status);
+}
+
+/**
+ * EXTEND_LEASE_IF_LIVE. Invariant: a lease is extended only while it has not
+ * expired. The recovery sweep times runs out with the opposite guard on the
+ * same row, so of a heartbeat and a sweep racing at the expiry instant exactly
+ * one wins: the lease is extended (lock kept) or the run is TIMED_OUT
+ * (RunNotActive), never both.
+ */
+export async function heartbeatRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, actor: AgentActor, runId: string): Promise<RunResult> {
+  const row = await queryOne<{ run: Run | null }>(
+    deps.db,
+    sql`
+      WITH beat AS (
+        UPDATE heartbeat_runs r SET last_heartbeat_at = now(), lease_expires_at = ${lease(deps.leaseSeconds)}
+         WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
+           AND r.status = 'RUNNING' AND r.lease_expires_at > now()
+        RETURNING *
+      )
+      SELECT (SELECT ${runJson("b")} FROM beat b) AS run`,
+  );
+  if (row.run) return { __typename: "RunUpdated", run: row.run };
+  return diagnose(deps.db, actor, runId);
+}
+
+export const FINAL_RUN_STATUSES: readonly RunStatus[] = ["SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"];
+
+/**
+ * FINISH_IF_LIVE then RELEASE_ALL_HELD_BY_RUN, in one transaction. The run row
+ * is updated first: claims read the run FOR SHARE, so once this update has its
+ * row lock no new lock can be taken by the run, and the second statement (a
+ * fresh snapshot) sees every issue the run managed to claim before. Each
+ * released issue gets one RELEASED event with reason RUN_FINISHED.
+ */
+export async function finishRun(deps: LockDeps, actor: AgentActor, runId: string, status: RunStatus): Promise<RunResult> {
+  if (!FINAL_RUN_STATUSES.includes(status)) {
+    throw new InvalidInputError(`status must be one of ${FINAL_RUN_STATUSES.join(", ")}`);
+  }
+  const finished = await deps.db.$transaction(async (tx) => {
+    const run = await queryOne<{ run: Run | null }>(
+      tx,
+      sql`
+        WITH finished AS (
+          UPDATE heartbeat_runs r SET status = ${status}::run_status, finished_at = now()
+           WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
+             AND r.status = 'RUNNING' AND r.lease_expires_at > now()
+          RETURNING *
+        )
+        SELECT (SELECT ${runJson("f")} FROM finished f) AS run`,
+    );
+    if (!run.run) return null;
+    const released = await releaseAllHeldBy(tx, actor.companyId, runId, actor.agentId, "RUN_FINISHED");
+    return { run: run.run, events: released };
+  });
+  if (!finished) return diagnose(deps.db, actor, runId);
+  deps.events.publish(finished.events);
+  return { __typename: "RunUpdated", run: finished.run };
+}
+
+/**
+ * RELEASE_ALL_HELD_BY_RUN: every issue whose checkout the run holds goes back
+ * to OPEN (or ESCALATED when exhausted), both locks cleared; a voluntary end
+ * costs no attempt. Used by finishRun, whose run row is already terminal.
+ */
+async function releaseAllHeldBy(
+  db: Pick<Db, "$queryRaw">,
+  companyId: string,
+  runId: string,
+  agentId: string,
+  reason: string,
+): Promise<LockEvent[]> {
+  const row = await queryOne<{ events: LockEvent[] }>(
+    db,
+    sql`
+      WITH changed AS (
+        UPDATE issues i
+           SET status = ${raw(reopenOrEscalate("i"))}, ${raw(CLEAR_LOCKS)}, updated_at = now()
+         WHERE i.checkout_run_id = ${runId}::uuid AND i.company_id = ${companyId}::uuid
+        RETURNING i.*, 'RELEASED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${agentId}::uuid AS ev_agent_id, ${reason}::text AS ev_reason
+      ),
+      ${appendEvents("changed")}
+      SELECT (SELECT list FROM events) AS events`,
+  );
+  return row.events;
+}

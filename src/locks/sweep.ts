@@ -1,0 +1,144 @@
+// The recovery sweep (SEMANTICS, Recovery): dead runs never strand work.
+// Three set-based steps, each repeated in bounded batches until nothing is
+// left, so a backlog never holds long row locks or blocks live claims (every
+// lock taken here is SKIP LOCKED: a row busy with a live claim is left for the
+// next sweep). Several sweepers may run at once against one database.
+import type { Db } from "../db/client.js";
+import { appendEvents, queryOne, raw, sql } from "../db/sql.js";
+import type { EventSink } from "./deps.js";
+import { CLEAR_LOCKS } from "./deps.js";
+import type { LockEvent } from "./types.js";
+
+/** Sweepers take turns per batch on this key, so their multi-company event appends never deadlock. */
+const SWEEP_LOCK_KEY = 0x6261746f; // "bato"
+
+export interface SweepCounts {
+  timedOutRuns: number;
+  recoveredIssues: number;
+  escalatedIssues: number;
+}
+
+export interface SweepOptions {
+  batchSize?: number;
+  dryRun?: boolean;
+  /** Checked between batches: a stop request finishes the current statement, then returns. */
+  shouldStop?: () => boolean;
+}
+
+/**
+ * TIME_OUT_EXPIRED_RUNS. Invariant: a run is TIMED_OUT only if its lease has
+ * expired on the database clock. Its guard is the exact opposite of the
+ * heartbeat's, on the same row, so a racing heartbeat either extends the
+ * lease first (the run is skipped, or fails the re-check) or finds the run
+ * TIMED_OUT and answers RunNotActive.
+ */
+const timeOutExpiredRuns = (batch: number) => sql`
+  WITH expired AS (
+    SELECT r.id FROM heartbeat_runs r
+     WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()
+     ORDER BY r.lease_expires_at
+     LIMIT ${batch}::int
+       FOR UPDATE SKIP LOCKED
+  ), timed_out AS (
+    UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
+      FROM expired e WHERE r.id = e.id
+    RETURNING r.id
+  )
+  SELECT count(*)::int AS n FROM timed_out`;
+
+/**
+ * RECOVER_LOCKS_OF_DEAD_RUNS. Invariant: a lock whose run is alive is never
+ * touched, and each recovered issue gets exactly one event. Candidates come
+ * from the snapshot (held by a terminal or missing run; a dead run stays dead,
+ * so a stale candidate is only ever one whose lock moved on), and `locked`
+ * re-checks on the newest row version that the lock still points at that same
+ * dead run, skipping rows a live transaction holds. A CLAIMED holder that died
+ * spent an attempt; an issue left without one is ESCALATED instead of OPEN.
+ */
+const recoverDeadLocks = (batch: number) => sql`
+  WITH gate AS (SELECT pg_advisory_xact_lock(${SWEEP_LOCK_KEY}::bigint)),
+  candidates AS (
+    SELECT i.id, i.checkout_run_id AS dead_run, h.agent_id, h.status AS run_status
+      FROM gate, issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
+     WHERE i.checkout_run_id IS NOT NULL AND (h.id IS NULL OR h.status <> 'RUNNING')
+     LIMIT ${batch}::int
+  ),
+  locked AS (
+    SELECT i.id, c.dead_run, c.agent_id, c.run_status
+      FROM issues i JOIN candidates c ON c.id = i.id
+     WHERE i.checkout_run_id = c.dead_run
+       FOR UPDATE OF i SKIP LOCKED
+  ),
+  changed AS (
+    UPDATE issues i
+       SET attempt_count = i.attempt_count + (i.status = 'CLAIMED')::int,
+           status = (CASE WHEN i.attempt_count + (i.status = 'CLAIMED')::int >= i.max_attempts
+                          THEN 'ESCALATED' ELSE 'OPEN' END)::issue_status,
+           ${raw(CLEAR_LOCKS)}, updated_at = now()
+      FROM locked l WHERE i.id = l.id
+    RETURNING i.*,
+              CASE WHEN i.status = 'ESCALATED' THEN 'ESCALATED' ELSE 'RECOVERED' END AS ev_kind,
+              l.dead_run AS ev_run_id, l.agent_id AS ev_agent_id,
+              CASE WHEN l.run_status IS NULL THEN 'RUN_MISSING'
+                   WHEN l.run_status = 'TIMED_OUT' THEN 'LEASE_EXPIRED'
+                   ELSE 'RUN_FINISHED' END AS ev_reason
+  ),
+  ${appendEvents("changed")}
+  SELECT (SELECT count(*)::int FROM changed) AS n, (SELECT list FROM events) AS events`;
+
+/**
+ * ESCALATE_EXHAUSTED_OPEN. Invariant: an OPEN issue with no attempt left
+ * becomes ESCALATED (e.g. after the board lowered maxAttempts), one event each.
+ */
+const escalateExhausted = (batch: number) => sql`
+  WITH gate AS (SELECT pg_advisory_xact_lock(${SWEEP_LOCK_KEY}::bigint)),
+  candidates AS (
+    SELECT i.id FROM gate, issues i
+     WHERE i.status = 'OPEN' AND i.attempt_count >= i.max_attempts
+     LIMIT ${batch}::int
+  ),
+  locked AS (
+    SELECT i.id FROM issues i JOIN candidates c ON c.id = i.id
+     WHERE i.status = 'OPEN' AND i.attempt_count >= i.max_attempts
+       FOR UPDATE OF i SKIP LOCKED
+  ),
+  changed AS (
+    UPDATE issues i SET status = 'ESCALATED', updated_at = now()
+      FROM locked l WHERE i.id = l.id
+    RETURNING i.*, 'ESCALATED' AS ev_kind, NULL::uuid AS ev_run_id, NULL::uuid AS ev_agent_id, 'ATTEMPTS_EXHAUSTED' AS ev_reason
+  ),
+  ${appendEvents("changed")}
+  SELECT (SELECT count(*)::int FROM changed) AS n, (SELECT list FROM events) AS events`;
+
+/** What a sweep would do now, changing nothing (for --dry-run). */
+const preview = sql`
+  SELECT
+    (SELECT count(*)::int FROM heartbeat_runs r WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()) AS "timedOutRuns",
+    (SELECT count(*)::int FROM issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
+      WHERE i.checkout_run_id IS NOT NULL AND NOT baton_run_is_live(h.status, h.lease_expires_at)) AS "recoveredIssues",
+    (SELECT count(*)::int FROM issues i WHERE i.status = 'OPEN' AND i.attempt_count >= i.max_attempts) AS "escalatedIssues"`;
+
+export async function sweep(db: Db, events: EventSink, options: SweepOptions = {}): Promise<SweepCounts> {
+  const batch = options.batchSize ?? 1000;
+  if (options.dryRun) return queryOne<SweepCounts>(db, preview);
+  const stop = options.shouldStop ?? (() => false);
+  const counts: SweepCounts = { timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0 };
+  for (;;) {
+    const { n } = await queryOne<{ n: number }>(db, timeOutExpiredRuns(batch));
+    counts.timedOutRuns += n;
+    if (n < batch || stop()) break;
+  }
+  for (const step of [recoverDeadLocks, escalateExhausted]) {
+    for (;;) {
+      if (stop()) return counts;
+      const { n, events: appended } = await queryOne<{ n: number; events: LockEvent[] }>(db, step(batch));
+      events.publish(appended);
+      for (const e of appended) {
+        if (e.kind === "ESCALATED") counts.escalatedIssues++;
+        else counts.recoveredIssues++;
+      }
+      if (n < batch) break;
+    }
+  }
+  return counts;
+}

@@ -1,0 +1,144 @@
+// updateIssue: the board edits an issue and moves it through the part of the
+// life cycle that belongs to the board (docs/lifecycle.md).
+import { appendEvents, issueJson, queryOne, raw, sql } from "../db/sql.js";
+import type { LockDeps } from "./deps.js";
+import { CLEAR_LOCKS } from "./deps.js";
+import type { Issue, IssuePriority, IssueStatus, LockEvent, UpdateIssueResult } from "./types.js";
+import { ISSUE_STATUSES, InvalidInputError, issueNotFound } from "./types.js";
+import { validateMaxAttempts, validateTitle, validateDescription } from "./validate.js";
+
+/**
+ * The board's moves. Everything else (claim, execution, release) belongs to
+ * the lock mutations; DONE and CANCELLED are terminal. Staying in the same
+ * status is always allowed and changes nothing.
+ */
+export const BOARD_TRANSITIONS: Readonly<Record<IssueStatus, readonly IssueStatus[]>> = {
+  BACKLOG: ["OPEN", "CANCELLED"],
+  OPEN: ["CANCELLED"],
+  CLAIMED: ["CANCELLED"],
+  IN_PROGRESS: ["CANCELLED"],
+  BLOCKED: ["OPEN", "CANCELLED"],
+  ESCALATED: ["OPEN", "CANCELLED"],
+  DONE: [],
+  CANCELLED: [],
+};
+
+/** BOARD_TRANSITIONS as SQL: the statuses `alias.status` may move to. */
+const allowedTargets = (alias: string) =>
+  `(CASE ${alias}.status ${ISSUE_STATUSES.map(
+    (from) => `WHEN '${from}' THEN ARRAY[${[from, ...BOARD_TRANSITIONS[from]].map((s) => `'${s}'`).join(", ")}]::issue_status[]`,
+  ).join(" ")} END)`;
+
+export interface UpdateIssueInput {
+  title?: string | null;
+  description?: string | null;
+  priority?: IssuePriority | null;
+  /** undefined keeps the assignee; null unassigns. */
+  assigneeAgentId?: string | null;
+  maxAttempts?: number | null;
+  status?: IssueStatus | null;
+}
+
+type Verdict = "INVALID" | "EXHAUSTED" | "NO_AGENT" | "UPDATE";
+
+/**
+ * UPDATE_IF_TRANSITION_ALLOWED. Invariant: the status only moves along the
+ * board's edges, decided on the locked row; a move that ends a hold (to
+ * CANCELLED) clears both locks in the same update. A move to OPEN needs an
+ * attempt left (raise maxAttempts in the same call). One STATUS_CHANGED event
+ * when the status changes; none for edits of other fields.
+ */
+function updateStatement(companyId: string, issueId: string, input: UpdateIssueInput) {
+  const set = (value: unknown, column: string, cast: string) =>
+    value === undefined ? raw(`i.${column}`) : sql`${value}::${raw(cast)}`;
+  const status = input.status ?? null;
+  return sql`
+    WITH cur AS (
+      SELECT i.* FROM issues i
+       WHERE i.id = ${issueId}::uuid AND i.company_id = ${companyId}::uuid
+         FOR UPDATE
+    ),
+    next AS (
+      SELECT c.id,
+             coalesce(${status}::issue_status, c.status) AS status,
+             ${input.maxAttempts === undefined || input.maxAttempts === null ? raw("c.max_attempts") : sql`${input.maxAttempts}::int`} AS max_attempts
+        FROM cur c
+    ),
+    verdict AS (
+      SELECT CASE
+        WHEN NOT (n.status = ANY(${raw(allowedTargets("c"))})) THEN 'INVALID'
+        WHEN n.status = 'OPEN' AND c.status <> 'OPEN' AND c.attempt_count >= n.max_attempts THEN 'EXHAUSTED'
+        WHEN ${input.assigneeAgentId ?? null}::uuid IS NOT NULL AND NOT EXISTS (
+          SELECT 1 FROM agents a WHERE a.id = ${input.assigneeAgentId ?? null}::uuid AND a.company_id = ${companyId}::uuid
+        ) THEN 'NO_AGENT'
+        ELSE 'UPDATE' END AS verdict
+        FROM cur c JOIN next n ON n.id = c.id
+    ),
+    changed AS (
+      UPDATE issues i
+         SET title = ${set(input.title, "title", "text")},
+             description = ${set(input.description, "description", "text")},
+             priority = ${set(input.priority, "priority", "issue_priority")},
+             assignee_agent_id = ${set(input.assigneeAgentId, "assignee_agent_id", "uuid")},
+             max_attempts = n.max_attempts,
+             status = n.status,
+             checkout_run_id = CASE WHEN n.status IN ('CLAIMED', 'IN_PROGRESS') THEN i.checkout_run_id END,
+             execution_run_id = CASE WHEN n.status = 'IN_PROGRESS' THEN i.execution_run_id END,
+             execution_agent_name_key = CASE WHEN n.status = 'IN_PROGRESS' THEN i.execution_agent_name_key END,
+             execution_locked_at = CASE WHEN n.status = 'IN_PROGRESS' THEN i.execution_locked_at END,
+             updated_at = now()
+        FROM verdict v, next n, cur c LEFT JOIN heartbeat_runs h ON h.id = c.checkout_run_id
+       WHERE i.id = c.id AND n.id = c.id AND v.verdict = 'UPDATE'
+      RETURNING i.*, c.status AS old_status, 'STATUS_CHANGED' AS ev_kind, c.checkout_run_id AS ev_run_id,
+                h.agent_id AS ev_agent_id, (c.status::text || ' -> ' || i.status::text) AS ev_reason
+    ),
+    status_changed AS (SELECT * FROM changed WHERE old_status <> status),
+    ${appendEvents("status_changed")}
+    SELECT (SELECT ${issueJson("c")} FROM cur c) AS current,
+           (SELECT verdict FROM verdict) AS verdict,
+           (SELECT ${issueJson("c")} FROM changed c) AS issue,
+           (SELECT list FROM events) AS events`;
+}
+
+export async function updateIssue(
+  deps: LockDeps,
+  companyId: string,
+  issueId: string,
+  input: UpdateIssueInput,
+): Promise<UpdateIssueResult> {
+  if (input.title !== undefined) validateTitle(input.title);
+  if (input.description !== undefined && input.description !== null) validateDescription(input.description);
+  if (input.maxAttempts !== undefined) validateMaxAttempts(input.maxAttempts);
+  if (input.priority === null) throw new InvalidInputError("priority cannot be null");
+  if (input.status === null) throw new InvalidInputError("status cannot be null");
+  const row = await queryOne<{ current: Issue | null; verdict: Verdict | null; issue: Issue | null; events: LockEvent[] }>(
+    deps.db,
+    updateStatement(companyId, issueId, input),
+  );
+  deps.events.publish(row.events);
+  const cur = row.current;
+  if (!cur || !row.verdict) return issueNotFound(issueId);
+  const to = input.status ?? cur.status;
+  switch (row.verdict) {
+    case "UPDATE":
+      return { __typename: "IssueUpdated", issue: row.issue! };
+    case "INVALID":
+      return {
+        __typename: "InvalidTransition",
+        message: `the board cannot move issue ${issueId} from ${cur.status} to ${to}`,
+        issueId,
+        from: cur.status,
+        to,
+      };
+    case "EXHAUSTED":
+      return {
+        __typename: "InvalidTransition",
+        message: `issue ${issueId} has used ${cur.attemptCount} of ${input.maxAttempts ?? cur.maxAttempts} attempts: raise maxAttempts to reopen it`,
+        issueId,
+        from: cur.status,
+        to,
+      };
+    case "NO_AGENT":
+      throw new InvalidInputError(`assigneeAgentId ${input.assigneeAgentId}: no such agent in this company`);
+  }
+}

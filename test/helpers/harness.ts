@@ -1,0 +1,145 @@
+// A real Baton API on a real socket (port 0) over a fresh database, and typed
+// GraphQL clients for the admin, a board and agents.
+import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
+import { print } from "graphql";
+import pg from "pg";
+import { buildApp } from "../../src/app.js";
+import type { App } from "../../src/app.js";
+import { connectDb } from "../../src/db/client.js";
+import type { DbHandle } from "../../src/db/client.js";
+import { createInProcessBus, createRedisBus } from "../../src/events/bus.js";
+import type { EventBus } from "../../src/events/bus.js";
+import type { Logger } from "../../src/log.js";
+import * as Ops from "../generated/graphql.js";
+import { createTestDatabase } from "./db.js";
+import type { TestDatabase } from "./db.js";
+
+export const ADMIN_TOKEN = "test-admin-token-0123456789";
+
+export interface GraphQLResponse<T> {
+  data?: T | null;
+  errors?: { message: string; extensions?: { code?: string }; path?: string[] }[];
+}
+
+export class Client {
+  constructor(
+    readonly url: string,
+    readonly token: string | null,
+  ) {}
+
+  async raw<T>(query: string, variables?: Record<string, unknown>, headers: Record<string, string> = {}): Promise<GraphQLResponse<T>> {
+    const response = await fetch(this.url, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
+        ...headers,
+      },
+      body: JSON.stringify({ query, variables }),
+    });
+    return (await response.json()) as GraphQLResponse<T>;
+  }
+
+  /** Runs a typed operation; returns data and errors as they came. */
+  async request<R, V>(doc: TypedDocumentNode<R, V>, variables?: V): Promise<GraphQLResponse<R>> {
+    return this.raw<R>(print(doc), variables as Record<string, unknown> | undefined);
+  }
+
+  /** Runs a typed operation that must succeed. */
+  async ok<R, V>(doc: TypedDocumentNode<R, V>, variables?: V): Promise<R> {
+    const res = await this.request(doc, variables);
+    if (res.errors?.length || !res.data) throw new Error(`GraphQL errors: ${JSON.stringify(res.errors)}`);
+    return res.data;
+  }
+
+  /** Runs a typed operation that must fail; returns the first error code. */
+  async errorCode<R, V>(doc: TypedDocumentNode<R, V>, variables?: V): Promise<string | undefined> {
+    const res = await this.request(doc, variables);
+    if (!res.errors?.length) throw new Error(`expected an error, got ${JSON.stringify(res.data)}`);
+    return res.errors[0]!.extensions?.code;
+  }
+}
+
+export interface Harness {
+  url: string;
+  database: TestDatabase;
+  db: DbHandle;
+  bus: EventBus;
+  app: App;
+  admin: Client;
+  client(token: string | null): Client;
+  /** A plain pg connection for arranging rows (backdating leases) and checking tables. */
+  sql<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<T[]>;
+  /** Another API instance on the same database (its own pool and bus). */
+  startInstance(options?: { redisUrl?: string }): Promise<{ url: string; app: App; bus: EventBus; stop(): Promise<void> }>;
+  logged: { level: string; msg: string }[];
+  close(): Promise<void>;
+}
+
+export async function startHarness(options: { leaseSeconds?: number; redisUrl?: string } = {}): Promise<Harness> {
+  const database = await createTestDatabase();
+  const logged: Harness["logged"] = [];
+  const log: Logger = (level, msg) => void logged.push({ level, msg });
+  const instances: { stop(): Promise<void> }[] = [];
+  const pool = new pg.Pool({ connectionString: database.url, max: 4 });
+
+  async function startInstance(opts: { redisUrl?: string } = {}) {
+    const db = connectDb(database.url, 8, "baton-test");
+    const redisUrl = opts.redisUrl ?? options.redisUrl;
+    const bus = redisUrl ? createRedisBus(redisUrl, log) : createInProcessBus();
+    const app = buildApp({ db: db.prisma, bus, adminToken: ADMIN_TOKEN, leaseSeconds: options.leaseSeconds ?? 60, log });
+    const { url } = await app.start(0);
+    const instance = {
+      url,
+      app,
+      bus,
+      db,
+      async stop() {
+        await app.stop();
+        await bus.close();
+        await db.close();
+      },
+    };
+    instances.push(instance);
+    return instance;
+  }
+
+  const first = await startInstance();
+  return {
+    url: first.url,
+    database,
+    db: first.db,
+    bus: first.bus,
+    app: first.app,
+    admin: new Client(first.url, ADMIN_TOKEN),
+    client: (token) => new Client(first.url, token),
+    sql: async (text, values) => (await pool.query(text, values)).rows,
+    startInstance,
+    logged,
+    async close() {
+      for (const instance of instances.reverse()) await instance.stop();
+      await pool.end();
+      await database.drop();
+    },
+  };
+}
+
+export interface Company {
+  id: string;
+  board: Client;
+  agents: { id: string; name: string; client: Client }[];
+}
+
+/** A company with a board client and `agents` agents, all made through GraphQL. */
+export async function createCompany(h: Pick<Harness, "admin" | "client">, agents = 2, url?: string): Promise<Company> {
+  const { createCompany } = await h.admin.ok(Ops.CreateCompanyDocument, { name: "Acme" });
+  const board = url ? new Client(url, createCompany.boardKey) : h.client(createCompany.boardKey);
+  const made = [];
+  for (let i = 0; i < agents; i++) {
+    const { createAgent } = await board.ok(Ops.CreateAgentDocument, { name: `Agent ${i + 1}` });
+    made.push({ id: createAgent.agent.id, name: createAgent.agent.name, client: new Client(board.url, createAgent.apiKey) });
+  }
+  return { id: createCompany.company.id, board, agents: made };
+}
+
+export { Ops };
