@@ -1,0 +1,239 @@
+// Runs and leases, the board's mutations, and the read queries.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Company, Harness } from "../helpers/harness.js";
+
+let h: Harness;
+let acme: Company;
+
+beforeAll(async () => {
+  h = await startHarness({ leaseSeconds: 30 });
+  acme = await createCompany(h, 2);
+});
+afterAll(() => h?.close());
+
+const newIssue = (input: Partial<Ops.CreateIssueInput> = {}) =>
+  acme.board.ok(Ops.CreateIssueDocument, { input: { title: "Task", assigneeAgentId: acme.agents[0]!.id, ...input } }).then((r) => r.createIssue);
+const newRun = (agent = 0) => acme.agents[agent]!.client.ok(Ops.StartRunDocument).then((r) => r.startRun);
+
+describe("runs and leases", () => {
+  it("starts a run with a lease on the database clock and extends it on heartbeat", async () => {
+    const run = await newRun();
+    expect(run.status).toBe("RUNNING");
+    const [{ lease }] = await h.sql<{ lease: number }>(
+      "SELECT extract(epoch FROM lease_expires_at - now())::float AS lease FROM heartbeat_runs WHERE id = $1",
+      [run.id],
+    );
+    expect(lease).toBeGreaterThan(25);
+    expect(lease).toBeLessThanOrEqual(30);
+    await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() + interval '1 second' WHERE id = $1", [run.id]);
+    const { heartbeatRun } = await acme.agents[0]!.client.ok(Ops.HeartbeatRunDocument, { runId: run.id });
+    expect(heartbeatRun.__typename).toBe("RunUpdated");
+    const [{ left }] = await h.sql<{ left: number }>(
+      "SELECT extract(epoch FROM lease_expires_at - now())::float AS left FROM heartbeat_runs WHERE id = $1",
+      [run.id],
+    );
+    expect(left).toBeGreaterThan(25);
+  });
+
+  it("refuses to heartbeat an expired run and writes it down as TIMED_OUT, keeping its locks for recovery", async () => {
+    const run = await newRun();
+    const issue = await newIssue();
+    await acme.agents[0]!.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: issue.id });
+    await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 millisecond' WHERE id = $1", [run.id]);
+    const { heartbeatRun } = await acme.agents[0]!.client.ok(Ops.HeartbeatRunDocument, { runId: run.id });
+    expect(heartbeatRun).toMatchObject({ __typename: "RunNotActive", runId: run.id, runStatus: "TIMED_OUT" });
+    const { run: after } = await acme.board.ok(Ops.RunDocument, { id: run.id });
+    expect(after).toMatchObject({ status: "TIMED_OUT" });
+    expect(after?.finishedAt).not.toBeNull();
+    const { issue: held } = await acme.board.ok(Ops.IssueDocument, { id: issue.id });
+    expect(held?.checkoutRunId).toBe(run.id);
+  });
+
+  it("finishRun releases everything the run holds, one RELEASED event each, without spending attempts", async () => {
+    const agent = acme.agents[1]!;
+    const run = await newRun(1);
+    const claimed = await newIssue({ assigneeAgentId: agent.id });
+    const working = await newIssue({ assigneeAgentId: agent.id });
+    const lastTry = await newIssue({ assigneeAgentId: agent.id, maxAttempts: 1 });
+    for (const issue of [claimed, working, lastTry]) await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: issue.id });
+    await agent.client.ok(Ops.AcquireExecutionDocument, { runId: run.id, issueId: working.id });
+    await agent.client.ok(Ops.AcquireExecutionDocument, { runId: run.id, issueId: lastTry.id });
+    const { finishRun } = await agent.client.ok(Ops.FinishRunDocument, { runId: run.id, status: "FAILED" });
+    expect(finishRun).toMatchObject({ __typename: "RunUpdated", run: { status: "FAILED" } });
+    const statuses = await h.sql<{ id: string; status: string; attempt_count: number; checkout_run_id: string | null }>(
+      "SELECT id, status, attempt_count, checkout_run_id FROM issues WHERE id = ANY($1)",
+      [[claimed.id, working.id, lastTry.id]],
+    );
+    const byId = new Map(statuses.map((s) => [s.id, s]));
+    expect(byId.get(claimed.id)).toMatchObject({ status: "OPEN", attempt_count: 0, checkout_run_id: null });
+    expect(byId.get(working.id)).toMatchObject({ status: "OPEN", attempt_count: 1, checkout_run_id: null });
+    expect(byId.get(lastTry.id)).toMatchObject({ status: "ESCALATED", attempt_count: 1, checkout_run_id: null });
+    const events = await h.sql<{ kind: string; reason: string }>(
+      "SELECT kind, reason FROM lock_events WHERE run_id = $1 AND kind = 'RELEASED'",
+      [run.id],
+    );
+    expect(events).toHaveLength(3);
+    expect(events.every((e) => e.reason === "RUN_FINISHED")).toBe(true);
+    const twice = await agent.client.ok(Ops.FinishRunDocument, { runId: run.id, status: "SUCCEEDED" });
+    expect(twice.finishRun).toMatchObject({ __typename: "RunNotActive", runStatus: "FAILED" });
+    const claimAfter = await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id });
+    expect(claimAfter.claimIssue.__typename).toBe("RunNotActive");
+  });
+});
+
+describe("board mutations", () => {
+  it("moves issues only along the board's edges", async () => {
+    const backlog = await newIssue({ status: "BACKLOG" });
+    const toOpen = await acme.board.ok(Ops.UpdateIssueDocument, { id: backlog.id, input: { status: "OPEN" } });
+    expect(toOpen.updateIssue).toMatchObject({ __typename: "IssueUpdated", issue: { status: "OPEN" } });
+    const back = await acme.board.ok(Ops.UpdateIssueDocument, { id: backlog.id, input: { status: "BACKLOG" } });
+    expect(back.updateIssue).toMatchObject({ __typename: "InvalidTransition", from: "OPEN", to: "BACKLOG" });
+    const toDone = await acme.board.ok(Ops.UpdateIssueDocument, { id: backlog.id, input: { status: "DONE" } });
+    expect(toDone.updateIssue).toMatchObject({ __typename: "InvalidTransition", from: "OPEN", to: "DONE" });
+    const cancelled = await acme.board.ok(Ops.UpdateIssueDocument, { id: backlog.id, input: { status: "CANCELLED" } });
+    expect(cancelled.updateIssue).toMatchObject({ __typename: "IssueUpdated", issue: { status: "CANCELLED" } });
+    const revive = await acme.board.ok(Ops.UpdateIssueDocument, { id: backlog.id, input: { status: "OPEN" } });
+    expect(revive.updateIssue).toMatchObject({ __typename: "InvalidTransition", from: "CANCELLED", to: "OPEN" });
+    const missing = await acme.board.ok(Ops.UpdateIssueDocument, { id: "00000000-0000-4000-8000-000000000009", input: { title: "x" } });
+    expect(missing.updateIssue.__typename).toBe("IssueNotFound");
+    const events = await h.sql<{ kind: string; status: string }>("SELECT kind, status FROM lock_events WHERE issue_id = $1 ORDER BY seq", [backlog.id]);
+    expect(events).toEqual([
+      { kind: "STATUS_CHANGED", status: "OPEN" },
+      { kind: "STATUS_CHANGED", status: "CANCELLED" },
+    ]);
+  });
+
+  it("reopens an ESCALATED issue only with an attempt left, and edits fields without events", async () => {
+    const issue = await newIssue({ maxAttempts: 1 });
+    await h.sql("UPDATE issues SET attempt_count = 1, status = 'ESCALATED' WHERE id = $1", [issue.id]);
+    const refused = await acme.board.ok(Ops.UpdateIssueDocument, { id: issue.id, input: { status: "OPEN" } });
+    expect(refused.updateIssue).toMatchObject({ __typename: "InvalidTransition", from: "ESCALATED", to: "OPEN" });
+    const raised = await acme.board.ok(Ops.UpdateIssueDocument, { id: issue.id, input: { status: "OPEN", maxAttempts: 3 } });
+    expect(raised.updateIssue).toMatchObject({ __typename: "IssueUpdated", issue: { status: "OPEN", maxAttempts: 3, attemptCount: 1 } });
+    const before = await h.sql("SELECT 1 FROM lock_events WHERE issue_id = $1", [issue.id]);
+    const edited = await acme.board.ok(Ops.UpdateIssueDocument, {
+      id: issue.id,
+      input: { title: "Renamed", description: "more", priority: "CRITICAL", assigneeAgentId: null },
+    });
+    expect(edited.updateIssue).toMatchObject({
+      __typename: "IssueUpdated",
+      issue: { title: "Renamed", description: "more", priority: "CRITICAL", assigneeAgentId: null, status: "OPEN" },
+    });
+    const after = await h.sql("SELECT 1 FROM lock_events WHERE issue_id = $1", [issue.id]);
+    expect(after.length).toBe(before.length);
+  });
+
+  it("cancelling a held issue clears both locks in the same change", async () => {
+    const run = await newRun();
+    const issue = await newIssue();
+    await acme.agents[0]!.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: issue.id });
+    await acme.agents[0]!.client.ok(Ops.AcquireExecutionDocument, { runId: run.id, issueId: issue.id });
+    const { updateIssue } = await acme.board.ok(Ops.UpdateIssueDocument, { id: issue.id, input: { status: "CANCELLED" } });
+    expect(updateIssue).toMatchObject({ __typename: "IssueUpdated", issue: { status: "CANCELLED", checkoutRunId: null, executionRunId: null } });
+    const release = await acme.agents[0]!.client.ok(Ops.ReleaseIssueDocument, { runId: run.id, issueId: issue.id, outcome: "DONE" });
+    expect(release.releaseIssue.__typename).toBe("NotLockOwner");
+  });
+
+  it("forceReleaseIssue frees whatever holds an issue and says why; an unheld issue is left alone", async () => {
+    const run = await newRun();
+    const issue = await newIssue();
+    await acme.agents[0]!.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: issue.id });
+    await acme.agents[0]!.client.ok(Ops.AcquireExecutionDocument, { runId: run.id, issueId: issue.id });
+    const { forceReleaseIssue } = await acme.board.ok(Ops.ForceReleaseDocument, { issueId: issue.id, reason: "agent wedged" });
+    expect(forceReleaseIssue).toMatchObject({
+      __typename: "IssueReleased",
+      issue: { status: "OPEN", checkoutRunId: null, executionRunId: null, attemptCount: 1 },
+    });
+    const again = await acme.board.ok(Ops.ForceReleaseDocument, { issueId: issue.id, reason: "again" });
+    expect(again.forceReleaseIssue).toMatchObject({ __typename: "IssueReleased", issue: { status: "OPEN" } });
+    const events = await h.sql<{ kind: string; reason: string; run_id: string; agent_id: string }>(
+      "SELECT kind, reason, run_id, agent_id FROM lock_events WHERE issue_id = $1 ORDER BY seq",
+      [issue.id],
+    );
+    expect(events.map((e) => e.kind)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED", "FORCE_RELEASED"]);
+    expect(events[2]).toMatchObject({ reason: "agent wedged", run_id: run.id, agent_id: acme.agents[0]!.id });
+    const missing = await acme.board.ok(Ops.ForceReleaseDocument, { issueId: "00000000-0000-4000-8000-00000000000a", reason: "x" });
+    expect(missing.forceReleaseIssue.__typename).toBe("IssueNotFound");
+  });
+
+  it("runHeartbeat starts a run per agent with assigned work, claims its next issue, and finishes idle runs", async () => {
+    const co = await createCompany(h, 3);
+    const [a, b] = co.agents as [Company["agents"][0], Company["agents"][0]];
+    const forA = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "a", assigneeAgentId: a.id, priority: "HIGH" } });
+    await co.board.ok(Ops.CreateIssueDocument, { input: { title: "a2", assigneeAgentId: a.id, priority: "LOW" } });
+    const forB = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "b", assigneeAgentId: b.id } });
+    await co.board.ok(Ops.CreateIssueDocument, { input: { title: "pool", assigneeAgentId: null } });
+    const { runHeartbeat } = await co.board.ok(Ops.RunHeartbeatDocument);
+    expect(runHeartbeat.runs).toHaveLength(2);
+    expect(runHeartbeat.claims.map((c) => c.issue.id).sort()).toEqual([forA.createIssue.id, forB.createIssue.id].sort());
+    for (const claim of runHeartbeat.claims) expect(claim.issue.checkoutRunId).toBe(claim.run.id);
+  });
+});
+
+describe("queries", () => {
+  it("pages through issues with a stable cursor and filters by status and assignee", async () => {
+    const co = await createCompany(h, 1);
+    const agent = co.agents[0]!;
+    const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
+      inputs: Array.from({ length: 7 }, (_, i) => ({ title: `t${i}`, assigneeAgentId: i % 2 ? agent.id : null, status: i === 6 ? "BACKLOG" : "OPEN" })),
+    });
+    const seen: string[] = [];
+    let after: string | null = null;
+    for (;;) {
+      const { issues }: Ops.IssuesQuery = await co.board.ok(Ops.IssuesDocument, { companyId: co.id, first: 3, after });
+      seen.push(...issues.edges.map((e) => e.node.id));
+      if (!issues.pageInfo.hasNextPage) break;
+      after = issues.pageInfo.endCursor!;
+    }
+    expect(seen).toEqual(createIssues.map((i) => i.id));
+    const backlog = await co.board.ok(Ops.IssuesDocument, { companyId: co.id, status: ["BACKLOG"] });
+    expect(backlog.issues.edges.map((e) => e.node.title)).toEqual(["t6"]);
+    const assigned = await co.board.ok(Ops.IssuesDocument, { companyId: co.id, assigneeAgentId: agent.id });
+    expect(assigned.issues.edges.map((e) => e.node.title)).toEqual(["t1", "t3", "t5"]);
+  });
+
+  it("answers me, company, agents and runs", async () => {
+    const co = await createCompany(h, 2);
+    expect((await co.board.ok(Ops.MeDocument)).me).toEqual({ role: "BOARD", companyId: co.id, agentId: null });
+    expect((await co.agents[0]!.client.ok(Ops.MeDocument)).me).toEqual({ role: "AGENT", companyId: co.id, agentId: co.agents[0]!.id });
+    expect((await h.admin.ok(Ops.MeDocument)).me).toEqual({ role: "ADMIN", companyId: null, agentId: null });
+    expect((await co.board.ok(Ops.CompanyDocument, { id: co.id })).company?.name).toBe("Acme");
+    expect((await co.board.ok(Ops.AgentsDocument, { companyId: co.id })).agents.map((a) => a.nameKey)).toEqual(["agent-1", "agent-2"]);
+    const r1 = (await co.agents[0]!.client.ok(Ops.StartRunDocument)).startRun;
+    const r2 = (await co.agents[1]!.client.ok(Ops.StartRunDocument)).startRun;
+    await co.agents[1]!.client.ok(Ops.FinishRunDocument, { runId: r2.id, status: "SUCCEEDED" });
+    const { runs } = await co.board.ok(Ops.RunsDocument, { companyId: co.id });
+    expect(runs.map((r) => r.id)).toEqual([r2.id, r1.id]);
+    const running = await co.board.ok(Ops.RunsDocument, { companyId: co.id, status: ["RUNNING"] });
+    expect(running.runs.map((r) => r.id)).toEqual([r1.id]);
+  });
+
+  it("lockAudit reads zeros on a healthy company and counts what is wrong", async () => {
+    const co = await createCompany(h, 1);
+    const agent = co.agents[0]!;
+    const zero = { doubleClaims: 0, locksHeldByDeadRuns: 0, halfReleasedLocks: 0, unescalatedExhausted: 0 };
+    const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "x", assigneeAgentId: agent.id } });
+    const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
+    await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id });
+    expect((await co.board.ok(Ops.LockAuditDocument, { companyId: co.id })).lockAudit).toMatchObject({
+      ...zero,
+      attemptHistogram: [{ attemptCount: 0, issues: 1 }],
+    });
+    await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [run.id]);
+    const other = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "y", maxAttempts: 1 } });
+    await h.sql("UPDATE issues SET attempt_count = 1 WHERE id = $1", [other.createIssue.id]);
+    // A forged ledger row claiming the issue for another run while it was held.
+    await h.sql(
+      `INSERT INTO lock_events (company_id, seq, issue_id, kind, status, run_id, checkout_run_id)
+       VALUES ($1, 1000, $2, 'CLAIMED', 'CLAIMED', gen_random_uuid(), gen_random_uuid())`,
+      [co.id, createIssue.id],
+    );
+    const { lockAudit } = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
+    expect(lockAudit).toMatchObject({ doubleClaims: 1, locksHeldByDeadRuns: 1, halfReleasedLocks: 0, unescalatedExhausted: 1 });
+    expect(lockAudit.attemptHistogram).toEqual([
+      { attemptCount: 0, issues: 1 },
+      { attemptCount: 1, issues: 1 },
+    ]);
+  });
+});
