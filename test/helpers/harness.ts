@@ -70,6 +70,8 @@ export interface Harness {
   client(token: string | null): Client;
   /** A plain pg connection for arranging rows (backdating leases) and checking tables. */
   sql<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<T[]>;
+  /** The single row of a query that must return exactly one. */
+  one<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<T>;
   /** Another API instance on the same database (its own pool and bus). */
   startInstance(options?: { redisUrl?: string }): Promise<{ url: string; app: App; bus: EventBus; stop(): Promise<void> }>;
   logged: { level: string; msg: string }[];
@@ -114,6 +116,11 @@ export async function startHarness(options: { leaseSeconds?: number; redisUrl?: 
     admin: new Client(first.url, ADMIN_TOKEN),
     client: (token) => new Client(first.url, token),
     sql: async (text, values) => (await pool.query(text, values)).rows,
+    async one(text, values) {
+      const { rows } = await pool.query(text, values);
+      if (rows.length !== 1) throw new Error(`expected one row, got ${rows.length}: ${text}`);
+      return rows[0];
+    },
     startInstance,
     logged,
     async close() {

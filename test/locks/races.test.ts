@@ -54,9 +54,9 @@ describe("races", () => {
     expect(all).toHaveLength(500);
     expect(new Set(all).size).toBe(500);
     expect(claimedBy.filter((c) => c.length > 0).length).toBeGreaterThan(8); // the work really was shared
-    const [{ n }] = await h.sql<{ n: number }>("SELECT count(*)::int AS n FROM lock_events WHERE company_id = $1 AND kind = 'CLAIMED'", [co.id]);
+    const { n } = await h.one<{ n: number }>("SELECT count(*)::int AS n FROM lock_events WHERE company_id = $1 AND kind = 'CLAIMED'", [co.id]);
     expect(n).toBe(500);
-    const [{ seqs, max }] = await h.sql<{ seqs: number; max: string }>(
+    const { seqs, max } = await h.one<{ seqs: number; max: string }>(
       "SELECT count(DISTINCT seq)::int AS seqs, max(seq)::text AS max FROM lock_events WHERE company_id = $1",
       [co.id],
     );
@@ -104,7 +104,7 @@ describe("races", () => {
     // Runs that claimed nothing were finished before their tick returned.
     const idle = ticks.flatMap((t) => t.runHeartbeat.runs).filter((r) => !claimed.length || r.status !== "RUNNING");
     for (const run of idle) expect(run.status).toBe("SUCCEEDED");
-    const [{ running }] = await h.sql<{ running: number }>(
+    const { running } = await h.one<{ running: number }>(
       "SELECT count(*)::int AS running FROM heartbeat_runs r WHERE company_id = $1 AND status = 'RUNNING' AND NOT EXISTS (SELECT 1 FROM issues i WHERE i.checkout_run_id = r.id)",
       [co.id],
     );
@@ -151,7 +151,7 @@ describe("races", () => {
     const workers = await runsFor(co);
     const [dead, live] = [workers[0]!, workers[1]!];
     const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, { inputs: [{ title: "orphan" }, { title: "busy" }] });
-    const [orphan, busy] = createIssues as [{ id: string }, { id: string }];
+    const [orphan, busy] = [createIssues[0]!, createIssues[1]!];
     await dead.client.ok(Ops.ClaimIssueDocument, { runId: dead.run.id, issueId: orphan.id });
     await live.client.ok(Ops.ClaimIssueDocument, { runId: live.run.id, issueId: busy.id });
     await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [dead.run.id]);
@@ -183,7 +183,7 @@ describe("races", () => {
     for (let round = 0; round < 10; round++) {
       await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 8 }, () => ({ title: "x", assigneeAgentId: agent.id })) });
       const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
-      await race(9, (i) =>
+      await race(9, async (i): Promise<unknown> =>
         i === 4
           ? agent.client.ok(Ops.FinishRunDocument, { runId: run.id, status: "CANCELLED" })
           : (i % 2 ? onSecond(agent.client) : agent.client).ok(Ops.ClaimIssueDocument, { runId: run.id }),

@@ -20,7 +20,7 @@ describe("runs and leases", () => {
   it("starts a run with a lease on the database clock and extends it on heartbeat", async () => {
     const run = await newRun();
     expect(run.status).toBe("RUNNING");
-    const [{ lease }] = await h.sql<{ lease: number }>(
+    const { lease } = await h.one<{ lease: number }>(
       "SELECT extract(epoch FROM lease_expires_at - now())::float AS lease FROM heartbeat_runs WHERE id = $1",
       [run.id],
     );
@@ -29,7 +29,7 @@ describe("runs and leases", () => {
     await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() + interval '1 second' WHERE id = $1", [run.id]);
     const { heartbeatRun } = await acme.agents[0]!.client.ok(Ops.HeartbeatRunDocument, { runId: run.id });
     expect(heartbeatRun.__typename).toBe("RunUpdated");
-    const [{ left }] = await h.sql<{ left: number }>(
+    const { left } = await h.one<{ left: number }>(
       "SELECT extract(epoch FROM lease_expires_at - now())::float AS left FROM heartbeat_runs WHERE id = $1",
       [run.id],
     );
@@ -176,7 +176,7 @@ describe("queries", () => {
     const co = await createCompany(h, 1);
     const agent = co.agents[0]!;
     const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
-      inputs: Array.from({ length: 7 }, (_, i) => ({ title: `t${i}`, assigneeAgentId: i % 2 ? agent.id : null, status: i === 6 ? "BACKLOG" : "OPEN" })),
+      inputs: Array.from({ length: 7 }, (_, i) => ({ title: `t${i}`, assigneeAgentId: i % 2 ? agent.id : null, status: (i === 6 ? "BACKLOG" : "OPEN") as Ops.IssueStatus })),
     });
     const seen: string[] = [];
     let after: string | null = null;
