@@ -1,6 +1,12 @@
+import { createRequire } from "node:module";
 import { defineConfig } from "vitest/config";
 
+const require = createRequire(import.meta.url);
+
 export default defineConfig({
+  // One graphql module for everyone: Pothos loads it with require(), and two
+  // copies (ESM and CJS) would not recognise each other's types.
+  resolve: { alias: { graphql: require.resolve("graphql") } },
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/helpers/globalSetup.ts"],

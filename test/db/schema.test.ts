@@ -1,0 +1,133 @@
+// The database as migrated: Prisma's bookkeeping, schema.prisma in step with
+// the SQL, the constraints that make a broken lock pair impossible, and the
+// committed schema.graphql in step with the code.
+import { readFileSync } from "node:fs";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { migrate, readMigrations } from "../../src/db/migrate.js";
+import { printedSchema } from "../../src/graphql/schema.js";
+import { createTestDatabase, withAdmin } from "../helpers/db.js";
+import type { TestDatabase } from "../helpers/db.js";
+import { race } from "../helpers/race.js";
+
+let database: TestDatabase;
+let client: pg.Client;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+});
+afterAll(async () => {
+  await client?.end();
+  await database?.drop();
+});
+
+describe("migrations", () => {
+  it("are recorded in _prisma_migrations exactly as Prisma records them", async () => {
+    const migrations = await readMigrations();
+    const { rows } = await client.query(
+      "SELECT migration_name, checksum, finished_at, rolled_back_at, applied_steps_count FROM _prisma_migrations ORDER BY migration_name",
+    );
+    expect(rows.map((r) => r.migration_name)).toEqual(migrations.map((m) => m.name));
+    for (const [i, row] of rows.entries()) {
+      expect(row.checksum).toBe(migrations[i]!.checksum);
+      expect(row.checksum).toMatch(/^[0-9a-f]{64}$/);
+      expect(row.finished_at).not.toBeNull();
+      expect(row.rolled_back_at).toBeNull();
+      expect(row.applied_steps_count).toBe(1);
+    }
+  });
+
+  it("apply once when several processes migrate a fresh database at the same time", async () => {
+    const name = `baton_test_migrate_${process.pid}`;
+    await withAdmin((c) => c.query(`CREATE DATABASE "${name}"`));
+    const url = new URL(database.url);
+    url.pathname = `/${name}`;
+    try {
+      const applied = await race(4, () => migrate(url.toString()));
+      expect(applied.flat()).toEqual((await readMigrations()).map((m) => m.name));
+      const again = await migrate(url.toString());
+      expect(again).toEqual([]);
+    } finally {
+      await withAdmin((c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
+    }
+  });
+
+  it("every model and column of schema.prisma exists in the migrated database", async () => {
+    const prisma = readFileSync(new URL("../../prisma/schema.prisma", import.meta.url), "utf8");
+    const models = [...prisma.matchAll(/^model (\w+) \{([\s\S]*?)^\}/gm)];
+    expect(models.length).toBeGreaterThan(5);
+    const modelNames = new Set(models.map((m) => m[1]!));
+    for (const [, model, body] of models) {
+      const table = /@@map\("(\w+)"\)/.exec(body!)?.[1] ?? model!;
+      const { rows } = await client.query<{ column_name: string }>(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = $1",
+        [table],
+      );
+      const columns = new Set(rows.map((r) => r.column_name));
+      expect(columns.size, `table ${table} for model ${model}`).toBeGreaterThan(0);
+      for (const line of body!.split("\n")) {
+        const field = /^\s+(\w+)\s+(\w+)(\?|\[\])?/.exec(line);
+        if (!field || modelNames.has(field[2]!)) continue; // relation fields are not columns
+        const column = /@map\("(\w+)"\)/.exec(line)?.[1] ?? field[1]!;
+        expect(columns.has(column), `${table}.${column} (${model}.${field[1]})`).toBe(true);
+      }
+    }
+  });
+});
+
+describe("constraints", () => {
+  async function companyAndIssue() {
+    const { rows: [company] } = await client.query("INSERT INTO companies (name) VALUES ('c') RETURNING id");
+    const { rows: [issue] } = await client.query("INSERT INTO issues (company_id, title) VALUES ($1, 't') RETURNING id", [company.id]);
+    return issue.id as string;
+  }
+
+  it("make a half-released or mismatched lock pair impossible, even for a buggy statement", async () => {
+    const id = await companyAndIssue();
+    const run = "11111111-1111-4111-8111-111111111111";
+    const other = "22222222-2222-4222-8222-222222222222";
+    const broken = [
+      `UPDATE issues SET status = 'CLAIMED' WHERE id = $1`,
+      `UPDATE issues SET status = 'OPEN', checkout_run_id = '${run}', claimed_at = now() WHERE id = $1`,
+      `UPDATE issues SET status = 'CLAIMED', checkout_run_id = '${run}', claimed_at = now(), execution_run_id = '${run}', execution_agent_name_key = 'a', execution_locked_at = now() WHERE id = $1`,
+      `UPDATE issues SET status = 'IN_PROGRESS', checkout_run_id = '${run}', claimed_at = now(), execution_run_id = '${other}', execution_agent_name_key = 'a', execution_locked_at = now() WHERE id = $1`,
+      `UPDATE issues SET status = 'IN_PROGRESS', checkout_run_id = '${run}', claimed_at = now(), execution_run_id = '${run}' WHERE id = $1`,
+      `UPDATE issues SET status = 'DONE', execution_run_id = '${run}', execution_agent_name_key = 'a', execution_locked_at = now() WHERE id = $1`,
+      `UPDATE issues SET max_attempts = 0 WHERE id = $1`,
+      `UPDATE issues SET title = '' WHERE id = $1`,
+    ];
+    for (const statement of broken) {
+      await expect(client.query(statement, [id]), statement).rejects.toThrow(/violates check constraint/);
+    }
+    await client.query(
+      `UPDATE issues SET status = 'IN_PROGRESS', checkout_run_id = '${run}', claimed_at = now(), execution_run_id = '${run}', execution_agent_name_key = 'a', execution_locked_at = now() WHERE id = $1`,
+      [id],
+    );
+  });
+
+  it("the claim uses the claim index, whatever else the table holds", async () => {
+    const { rows: [company] } = await client.query("INSERT INTO companies (name) VALUES ('big') RETURNING id");
+    await client.query(
+      `INSERT INTO issues (company_id, title, status) SELECT $1, 't', CASE WHEN g % 10 = 0 THEN 'OPEN' ELSE 'DONE' END::issue_status FROM generate_series(1, 20000) g`,
+      [company.id],
+    );
+    await client.query("ANALYZE issues");
+    const { rows } = await client.query(
+      `EXPLAIN SELECT id FROM issues i WHERE i.company_id = $1 AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
+         AND i.assignee_agent_id IS NULL ORDER BY i.priority, i.created_at, i.id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+      [company.id],
+    );
+    const plan = rows.map((r) => r["QUERY PLAN"]).join("\n");
+    expect(plan).toMatch(/Index Scan using issues_(claimable|pool)_idx/);
+    expect(plan).not.toMatch(/Sort/);
+  });
+});
+
+describe("schema.graphql", () => {
+  it("is the schema the code prints (run `npm run print-schema` after changing the schema)", () => {
+    const committed = readFileSync(new URL("../../schema.graphql", import.meta.url), "utf8");
+    expect(committed).toBe(printedSchema());
+  });
+});
