@@ -2,6 +2,7 @@
 import type { Db } from "../db/client.js";
 import { queryOne, sql } from "../db/sql.js";
 import { InvalidInputError } from "../locks/types.js";
+import { validateText } from "../locks/validate.js";
 import { generateKey } from "./keys.js";
 
 export interface Company {
@@ -20,8 +21,7 @@ export interface Agent {
 function validName(what: string, name: string): string {
   const trimmed = name.trim();
   if (!trimmed) throw new InvalidInputError(`${what} name must not be empty`);
-  if (trimmed.length > 200) throw new InvalidInputError(`${what} name must be at most 200 characters`);
-  return trimmed;
+  return validateText(`${what} name`, trimmed, 200);
 }
 
 /** The stable key of an agent's name: lower case, runs of non-alphanumerics as one '-'. */

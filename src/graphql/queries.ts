@@ -79,8 +79,8 @@ builder.queryFields((t) => ({
       const first = pageSize("first", args.first, 50, 500);
       const page = await listIssues(ctx.services.db, companyId, {
         status: args.status ?? null,
-        assigneeAgentId: args.assigneeAgentId ? validateId("assigneeAgentId", args.assigneeAgentId) : null,
-        afterId: args.after ? decodeCursor(args.after) : null,
+        assigneeAgentId: args.assigneeAgentId != null ? validateId("assigneeAgentId", args.assigneeAgentId) : null,
+        afterId: args.after != null ? decodeCursor(args.after) : null,
         first,
       });
       const edges = page.issues.map((node) => ({ cursor: encodeCursor(node.id), node }));
@@ -119,7 +119,7 @@ builder.queryFields((t) => ({
     resolve: (_root, args, ctx) =>
       listLockEvents(ctx.services.db, requireCompanyReader(ctx, args.companyId), {
         afterSeq: parseSeq("afterSeq", args.afterSeq),
-        issueId: args.issueId ? validateId("issueId", args.issueId) : null,
+        issueId: args.issueId != null ? validateId("issueId", args.issueId) : null,
         first: pageSize("first", args.first, 100, 1000),
       }),
   }),

@@ -18,8 +18,8 @@ builder.subscriptionFields((t) => ({
     subscribe: (_root, args, ctx) =>
       lockEventStream(ctx.services.db, ctx.services.bus, {
         companyId: requireCompanyReader(ctx, args.companyId),
-        issueId: args.issueId ? validateId("issueId", args.issueId) : null,
-        agentId: args.agentId ? validateId("agentId", args.agentId) : null,
+        issueId: args.issueId != null ? validateId("issueId", args.issueId) : null,
+        agentId: args.agentId != null ? validateId("agentId", args.agentId) : null,
         afterSeq: parseSeq("afterSeq", args.afterSeq),
       }),
     resolve: (event) => event,

@@ -41,7 +41,7 @@ interface ClaimNextRow {
  * The index issues_claimable_idx (or issues_pool_idx with the unassigned pool)
  * serves the ORDER BY directly, so the first unlocked entry is the answer.
  */
-function claimNextStatement(runId: string, actor: AgentActor, includeUnassigned: boolean) {
+export function claimNextStatement(runId: string, actor: AgentActor, includeUnassigned: boolean) {
   const who = includeUnassigned
     ? sql`(i.assignee_agent_id = ${actor.agentId}::uuid OR i.assignee_agent_id IS NULL)`
     : sql`i.assignee_agent_id = ${actor.agentId}::uuid`;

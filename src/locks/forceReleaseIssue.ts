@@ -5,6 +5,7 @@ import { CLEAR_LOCKS, reopenOrEscalate } from "./deps.js";
 import { MAX_REASON_LENGTH } from "./releaseIssue.js";
 import type { ForceReleaseResult, Issue, LockEvent } from "./types.js";
 import { InvalidInputError, issueNotFound } from "./types.js";
+import { validateText } from "./validate.js";
 
 /**
  * FORCE_RELEASE_ANY_HOLDER. Invariant: both locks clear together with the
@@ -39,7 +40,7 @@ export async function forceReleaseIssue(
 ): Promise<ForceReleaseResult> {
   const reason = input.reason.trim();
   if (!reason) throw new InvalidInputError("reason must not be empty");
-  if (reason.length > MAX_REASON_LENGTH) throw new InvalidInputError(`reason must be at most ${MAX_REASON_LENGTH} characters`);
+  validateText("reason", reason, MAX_REASON_LENGTH);
   const row = await queryOne<{ current: Issue | null; issue: Issue | null; events: LockEvent[] }>(
     deps.db,
     forceReleaseStatement(companyId, input.issueId, reason),

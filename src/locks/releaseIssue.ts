@@ -3,7 +3,8 @@ import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/
 import type { LockDeps } from "./deps.js";
 import { CLEAR_LOCKS, RUN_CTE_COLUMNS, refuseRun, reopenOrEscalate } from "./deps.js";
 import type { AgentActor, Issue, LockEvent, ReleaseIssueResult, ReleaseOutcome, RunView } from "./types.js";
-import { InvalidInputError, issueNotFound } from "./types.js";
+import { issueNotFound } from "./types.js";
+import { validateText } from "./validate.js";
 
 type Verdict = "NOT_OWNER" | "INVALID" | "RELEASE";
 
@@ -74,9 +75,7 @@ export async function releaseIssue(
   input: { runId: string; issueId: string; outcome: ReleaseOutcome; reason?: string | null },
 ): Promise<ReleaseIssueResult> {
   const { runId, issueId, outcome } = input;
-  if (input.reason != null && input.reason.length > MAX_REASON_LENGTH) {
-    throw new InvalidInputError(`reason must be at most ${MAX_REASON_LENGTH} characters`);
-  }
+  if (input.reason != null) validateText("reason", input.reason, MAX_REASON_LENGTH);
   const reason = input.reason?.trim() ? `${outcome}: ${input.reason.trim()}` : outcome;
   const row = await queryOne<ReleaseRow>(deps.db, releaseStatement(runId, actor, issueId, outcome, reason));
   deps.events.publish(row.events);

@@ -6,15 +6,23 @@ export const MAX_TITLE_LENGTH = 500;
 export const MAX_DESCRIPTION_LENGTH = 100_000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/**
+ * Text the database can store: at most `max` characters and no NUL (U+0000),
+ * which PostgreSQL refuses in text. Returns the text unchanged.
+ */
+export function validateText(name: string, value: string, max: number): string {
+  if (value.length > max) throw new InvalidInputError(`${name} must be at most ${max} characters`);
+  if (value.includes("\u0000")) throw new InvalidInputError(`${name} must not contain NUL characters`);
+  return value;
+}
+
 export function validateTitle(title: string | null): asserts title is string {
   if (title === null || title.trim() === "") throw new InvalidInputError("title must not be empty");
-  if (title.length > MAX_TITLE_LENGTH) throw new InvalidInputError(`title must be at most ${MAX_TITLE_LENGTH} characters`);
+  validateText("title", title, MAX_TITLE_LENGTH);
 }
 
 export function validateDescription(description: string): void {
-  if (description.length > MAX_DESCRIPTION_LENGTH) {
-    throw new InvalidInputError(`description must be at most ${MAX_DESCRIPTION_LENGTH} characters`);
-  }
+  validateText("description", description, MAX_DESCRIPTION_LENGTH);
 }
 
 export function validateMaxAttempts(maxAttempts: number | null): asserts maxAttempts is number {

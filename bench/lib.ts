@@ -1,0 +1,93 @@
+// Shared pieces of the benchmarks: a scratch database, a Baton API in a child
+// process, a GraphQL client with keep-alive, and percentiles.
+import { spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import pg from "pg";
+import { migrate } from "../src/db/migrate.js";
+
+export const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
+export const ADMIN_TOKEN = "bench-admin-token-0123456789";
+
+export function dbUrl(name: string): string {
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+export async function freshDatabase(name: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE "${name}"`);
+  await admin.end();
+  await migrate(dbUrl(name));
+  return dbUrl(name);
+}
+
+export async function startApi(databaseUrl: string, port: number, env: Record<string, string> = {}): Promise<{ url: string; child: ChildProcess; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/bin/server.ts"], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), BATON_ADMIN_TOKEN: ADMIN_TOKEN, BATON_RUN_LEASE_SECONDS: "3600", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`API did not start:\n${output}`)), 30_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes("Baton API")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", onData);
+    child.once("exit", (code) => reject(new Error(`API exited (${code}):\n${output}`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}/graphql`,
+    child,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+      }),
+  };
+}
+
+export async function gql<T>(url: string, token: string, query: string, variables?: Record<string, unknown>): Promise<T> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = (await res.json()) as { data?: T; errors?: unknown[] };
+  if (body.errors) throw new Error(JSON.stringify(body.errors));
+  return body.data as T;
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** Runs `worker` on `concurrency` loops until `seconds` pass; returns ops/s and latency percentiles (ms). */
+export async function load(concurrency: number, seconds: number, worker: (loop: number) => Promise<boolean>) {
+  const latencies: number[] = [];
+  const deadline = performance.now() + seconds * 1000;
+  const started = performance.now();
+  let ops = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, loop) => {
+      while (performance.now() < deadline) {
+        const t = performance.now();
+        const more = await worker(loop);
+        latencies.push(performance.now() - t);
+        ops++;
+        if (!more) return;
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { ops, perSecond: ops / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+}
