@@ -1,0 +1,180 @@
+// lockChanged across two API instances sharing one database and one Redis:
+// delivery, order, filters, auth at subscribe time, and replay.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Client, createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Company, Harness } from "../helpers/harness.js";
+import { Subscriber } from "../helpers/subscriber.js";
+import { race } from "../helpers/race.js";
+
+const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+
+let h: Harness;
+let urlB: string;
+const open: Subscriber<unknown>[] = [];
+
+beforeAll(async () => {
+  h = await startHarness({ redisUrl: REDIS_URL });
+  urlB = (await h.startInstance()).url;
+});
+afterAll(async () => {
+  for (const s of open) await s.close();
+  await h?.close();
+});
+
+function subscribe(url: string, token: string | null, vars: Ops.LockChangedSubscriptionVariables) {
+  const s = new Subscriber<Ops.LockChangedSubscription>(url, token).start(Ops.LockChangedDocument, vars);
+  open.push(s as Subscriber<unknown>);
+  return s;
+}
+
+async function lastSeq(co: Company): Promise<string> {
+  const row = await h.one<{ seq: string }>("SELECT last_event_seq::text AS seq FROM companies WHERE id = $1", [co.id]);
+  return row.seq;
+}
+
+const seqs = (s: Subscriber<Ops.LockChangedSubscription>) => s.messages.map((m) => m.data?.lockChanged.seq);
+
+describe("lockChanged", () => {
+  it("a dashboard on instance B sees, in order and once, every change made through instance A", async () => {
+    const co = await createCompany(h, 2);
+    const dashboard = subscribe(urlB, co.board.token, { companyId: co.id, afterSeq: await lastSeq(co) });
+    const agent = co.agents[0]!;
+    const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "t", assigneeAgentId: agent.id } });
+    const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
+    await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id });
+    await agent.client.ok(Ops.AcquireExecutionDocument, { runId: run.id, issueId: createIssue.id });
+    await agent.client.ok(Ops.ReleaseIssueDocument, { runId: run.id, issueId: createIssue.id, outcome: "DONE" });
+    await dashboard.count(3);
+    expect(dashboard.messages.map((m) => m.data?.lockChanged.kind)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED", "RELEASED"]);
+    expect(seqs(dashboard)).toEqual(["1", "2", "3"]);
+    expect(dashboard.messages[2]!.data?.lockChanged).toMatchObject({ issueId: createIssue.id, status: "DONE", runId: run.id, agentId: agent.id });
+  });
+
+  it("many concurrent changes from both instances reach subscribers on both, each exactly once and in seq order", async () => {
+    const co = await createCompany(h, 8);
+    const from = await lastSeq(co);
+    const onA = subscribe(h.url, co.board.token, { companyId: co.id, afterSeq: from });
+    const onB = subscribe(urlB, co.agents[0]!.client.token, { companyId: co.id, afterSeq: from });
+    await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 80 }, (_, i) => ({ title: `job ${i}` })) });
+    const runs = await Promise.all(co.agents.map(async (a) => (await a.client.ok(Ops.StartRunDocument)).startRun));
+    await race(co.agents.length, async (i) => {
+      const client = new Client(i % 2 ? urlB : h.url, co.agents[i]!.client.token);
+      for (;;) {
+        const { claimIssue } = await client.ok(Ops.ClaimIssueDocument, { runId: runs[i]!.id, includeUnassigned: true });
+        if (claimIssue.__typename !== "IssueClaimed") return;
+        await client.ok(Ops.ReleaseIssueDocument, { runId: runs[i]!.id, issueId: claimIssue.issue.id, outcome: "BLOCKED" });
+      }
+    });
+    const total = Number(await lastSeq(co)) - Number(from);
+    expect(total).toBe(160);
+    for (const s of [onA, onB]) {
+      await s.count(total);
+      expect(seqs(s)).toEqual(Array.from({ length: total }, (_, i) => String(Number(from) + i + 1)));
+    }
+  });
+
+  it("filters by issue and by agent, and keeps per-issue order", async () => {
+    const co = await createCompany(h, 2);
+    const [a, b] = co.agents as [Company["agents"][0], Company["agents"][0]];
+    const from = await lastSeq(co);
+    const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
+      inputs: [{ title: "x", assigneeAgentId: a.id }, { title: "y", assigneeAgentId: b.id }],
+    });
+    const [x] = createIssues as [{ id: string }];
+    const byIssue = subscribe(urlB, co.board.token, { companyId: co.id, issueId: x.id, afterSeq: from });
+    const byAgent = subscribe(h.url, co.board.token, { companyId: co.id, agentId: b.id, afterSeq: from });
+    for (const agent of [a, b]) {
+      const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
+      const { claimIssue } = await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id });
+      if (claimIssue.__typename !== "IssueClaimed") throw new Error(claimIssue.__typename);
+      await agent.client.ok(Ops.AcquireExecutionDocument, { runId: run.id, issueId: claimIssue.issue.id });
+      await agent.client.ok(Ops.ReleaseIssueDocument, { runId: run.id, issueId: claimIssue.issue.id, outcome: "DONE" });
+    }
+    await byIssue.count(3);
+    await byAgent.count(3);
+    expect(byIssue.messages.map((m) => [m.data?.lockChanged.issueId, m.data?.lockChanged.kind])).toEqual([
+      [x.id, "CLAIMED"],
+      [x.id, "EXECUTION_ACQUIRED"],
+      [x.id, "RELEASED"],
+    ]);
+    expect(byAgent.messages.map((m) => m.data?.lockChanged.agentId)).toEqual([b.id, b.id, b.id]);
+    // An unfiltered subscriber that has seen all six events shows nothing more is coming.
+    const marker = subscribe(h.url, co.board.token, { companyId: co.id, afterSeq: from });
+    await marker.count(6);
+    expect(byAgent.messages).toHaveLength(3);
+  });
+
+  it("replays committed events after afterSeq, then continues live, while events are being committed", async () => {
+    const co = await createCompany(h, 4);
+    await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 60 }, (_, i) => ({ title: `job ${i}` })) });
+    const runs = await Promise.all(co.agents.map(async (a) => (await a.client.ok(Ops.StartRunDocument)).startRun));
+    const claimAll = (i: number) => async () => {
+      for (;;) {
+        const { claimIssue } = await co.agents[i]!.client.ok(Ops.ClaimIssueDocument, { runId: runs[i]!.id, includeUnassigned: true });
+        if (claimIssue.__typename !== "IssueClaimed") return;
+      }
+    };
+    // Subscribers join at different points of the history while claims are committing.
+    const starts = [0, 3, 10];
+    const [late] = await Promise.all([
+      Promise.resolve(starts.map((start) => subscribe(urlB, co.board.token, { companyId: co.id, afterSeq: String(start) }))),
+      claimAll(0)(),
+      claimAll(1)(),
+      claimAll(2)(),
+      claimAll(3)(),
+    ]);
+    expect(await lastSeq(co)).toBe("60");
+    for (const [i, s] of late.entries()) {
+      const start = starts[i]!;
+      await s.count(60 - start);
+      expect(seqs(s)).toEqual(Array.from({ length: 60 - start }, (_, n) => String(start + n + 1)));
+    }
+  });
+
+  it("checks scope at subscribe time: another company's events are FORBIDDEN, a bad token closes the socket", async () => {
+    const mine = await createCompany(h, 1);
+    const other = await createCompany(h, 1);
+    const board = subscribe(h.url, mine.board.token, { companyId: other.id });
+    const agent = subscribe(urlB, mine.agents[0]!.client.token, { companyId: other.id });
+    for (const s of [board, agent]) {
+      await s.count(1);
+      expect(s.messages[0]!.errors?.[0]?.extensions?.code).toBe("FORBIDDEN");
+    }
+    const stranger = subscribe(h.url, "baton_board_not-a-real-key", { companyId: mine.id });
+    await stranger.until(() => stranger.closed !== null, "the socket to close");
+    expect(stranger.closed?.code).toBe(4403);
+    const malformed = subscribe(h.url, mine.board.token, { companyId: mine.id, afterSeq: "-1" });
+    await malformed.count(1);
+    expect(malformed.messages[0]!.errors?.[0]?.extensions?.code).toBe("BAD_USER_INPUT");
+  });
+
+  it("also streams over GraphQL-over-SSE with the header for auth", async () => {
+    const co = await createCompany(h, 1);
+    const agent = co.agents[0]!;
+    const controller = new AbortController();
+    const response = await fetch(h.url, {
+      method: "POST",
+      signal: controller.signal,
+      headers: { "content-type": "application/json", accept: "text/event-stream", authorization: `Bearer ${co.board.token}` },
+      body: JSON.stringify({
+        query: "subscription($c: ID!, $a: ID) { lockChanged(companyId: $c, afterSeq: $a) { seq kind } }",
+        variables: { c: co.id, a: "0" },
+      }),
+    });
+    expect(response.headers.get("content-type")).toMatch(/text\/event-stream/);
+    const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "sse", assigneeAgentId: agent.id } });
+    const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
+    await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: createIssue.id });
+    const reader = response.body!.getReader();
+    let text = "";
+    const deadline = Date.now() + 10_000;
+    while (!text.includes('"kind":"CLAIMED"')) {
+      if (Date.now() > deadline) throw new Error(`no event over SSE: ${text}`);
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    expect(text).toContain('"seq":"1"');
+    controller.abort();
+  });
+});
