@@ -14,6 +14,7 @@ import type { Principal } from "./auth/principal.js";
 import type { Db } from "./db/client.js";
 import type { EventBus } from "./events/bus.js";
 import { SubscriptionOverflowError } from "./events/stream.js";
+import { LedgerWatcher } from "./events/watcher.js";
 import type { AppServices } from "./graphql/context.js";
 import { createContext } from "./graphql/context.js";
 import { queryShapeRule } from "./graphql/limits.js";
@@ -28,6 +29,8 @@ export interface AppDeps {
   adminToken: string;
   leaseSeconds: number;
   log: Logger;
+  /** How often subscriptions check the ledger for events whose publish was lost (ms). */
+  ledgerPollMs?: number;
 }
 
 export interface App {
@@ -61,6 +64,7 @@ export function buildApp(deps: AppDeps): App {
   const services: AppServices = {
     db: deps.db,
     bus: deps.bus,
+    watcher: new LedgerWatcher(deps.db, deps.ledgerPollMs ?? 1000, deps.log),
     log: deps.log,
     locks: { db: deps.db, events: deps.bus, leaseSeconds: deps.leaseSeconds },
   };
@@ -172,6 +176,7 @@ export function buildApp(deps: AppDeps): App {
       return { url: `http://${host}:${bound}/graphql`, port: bound };
     },
     async stop() {
+      services.watcher.stop();
       await disposeWs?.dispose();
       for (const client of wss?.clients ?? []) client.terminate();
       wss?.close();

@@ -17,6 +17,8 @@ export interface Config {
   readonly dataDir: string;
   /** Connections in this process's PostgreSQL pool. */
   readonly dbPoolSize: number;
+  /** How often subscriptions look in the ledger for events whose publish was lost. */
+  readonly ledgerPollMs: number;
 }
 
 export class ConfigError extends Error {
@@ -52,5 +54,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     recoveryIntervalMs: integer(env, "BATON_RECOVERY_INTERVAL_MS", 5000, 10, 3_600_000),
     dataDir: optionalString(env, "BATON_DATA_DIR") ?? ".baton",
     dbPoolSize: integer(env, "BATON_DB_POOL_SIZE", 10, 1, 200),
+    ledgerPollMs: integer(env, "BATON_LEDGER_POLL_MS", 1000, 50, 60_000),
   });
 }

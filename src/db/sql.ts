@@ -80,7 +80,9 @@ export const eventJson = (alias: string): Sql => raw(jsonObject(alias, EVENT_COL
  * before an earlier one. It is the statement's last lock: `stream` reads the
  * whole of `source` first (its aggregate must), so every issue row is already
  * locked, and a transaction holding a company row never waits for an issue.
- * When `source` is empty no company row is touched at all.
+ * When `source` is empty no company row is touched at all. `at` is read with
+ * clock_timestamp() after the seq lock is taken, so it never goes backwards as
+ * seq goes forward.
  */
 export const appendEvents = (source: string): Sql =>
   raw(`
@@ -92,11 +94,11 @@ export const appendEvents = (source: string): Sql =>
     RETURNING co.id, co.last_event_seq - n.changes AS base
   ),
   appended AS (
-    INSERT INTO lock_events (company_id, seq, issue_id, kind, status, run_id, agent_id, checkout_run_id, execution_run_id, reason)
+    INSERT INTO lock_events (company_id, seq, issue_id, kind, status, run_id, agent_id, checkout_run_id, execution_run_id, reason, at)
     SELECT c.company_id,
            s.base + row_number() OVER (PARTITION BY c.company_id ORDER BY c.id),
            c.id, c.ev_kind::lock_event_kind, c.status, c.ev_run_id, c.ev_agent_id,
-           c.checkout_run_id, c.execution_run_id, c.ev_reason
+           c.checkout_run_id, c.execution_run_id, c.ev_reason, clock_timestamp()
       FROM ${source} c JOIN stream s ON s.id = c.company_id
     RETURNING *
   ),

@@ -13,6 +13,7 @@ import { queryOne, sql } from "../db/sql.js";
 import { listLockEvents } from "../locks/reads.js";
 import type { LockEvent } from "../locks/types.js";
 import type { EventBus } from "./bus.js";
+import type { LedgerWatcher } from "./watcher.js";
 
 export interface StreamFilter {
   companyId: string;
@@ -32,7 +33,13 @@ export class SubscriptionOverflowError extends Error {
   override name = "SubscriptionOverflowError";
 }
 
-export async function* lockEventStream(db: Db, bus: EventBus, filter: StreamFilter, options: StreamOptions = {}): AsyncGenerator<LockEvent> {
+export async function* lockEventStream(
+  db: Db,
+  bus: EventBus,
+  watcher: LedgerWatcher | null,
+  filter: StreamFilter,
+  options: StreamOptions = {},
+): AsyncGenerator<LockEvent> {
   const maxBuffered = options.maxBuffered ?? 10_000;
   const pageSize = options.pageSize ?? 500;
   const matches = (e: LockEvent) =>
@@ -56,9 +63,17 @@ export async function* lockEventStream(db: Db, bus: EventBus, filter: StreamFilt
     refill = true;
     notify();
   });
+  let last = 0n; // the last company seq this stream has passed (set below)
+  const stopWatching =
+    watcher?.watch(filter.companyId, (latest) => {
+      if (latest > last) {
+        refill = true;
+        notify();
+      }
+    }) ?? (() => {});
   try {
     // The subscription is confirmed; where does the stream start?
-    let last = BigInt(
+    last = BigInt(
       filter.afterSeq ??
         (await queryOne<{ seq: string }>(db, sql`SELECT last_event_seq::text AS seq FROM companies WHERE id = ${filter.companyId}::uuid`))?.seq ??
         "0",
@@ -100,6 +115,7 @@ export async function* lockEventStream(db: Db, bus: EventBus, filter: StreamFilt
       if (buffered.length === 0 && !refill && !overflowed) await new Promise<void>((resolve) => (wake = resolve));
     }
   } finally {
+    stopWatching();
     stopReconnect();
     unsubscribe();
   }

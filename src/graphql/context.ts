@@ -4,6 +4,7 @@ import { GraphQLError } from "graphql";
 import type { Principal } from "../auth/principal.js";
 import type { Db } from "../db/client.js";
 import type { EventBus } from "../events/bus.js";
+import type { LedgerWatcher } from "../events/watcher.js";
 import type { LockDeps } from "../locks/deps.js";
 import { getIssues } from "../locks/reads.js";
 import type { AgentActor, Issue } from "../locks/types.js";
@@ -13,6 +14,7 @@ import type { Logger } from "../log.js";
 export interface AppServices {
   readonly db: Db;
   readonly bus: EventBus;
+  readonly watcher: LedgerWatcher;
   readonly locks: LockDeps;
   readonly log: Logger;
 }

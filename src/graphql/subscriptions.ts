@@ -16,7 +16,7 @@ builder.subscriptionFields((t) => ({
       afterSeq: t.arg.id(),
     },
     subscribe: (_root, args, ctx) =>
-      lockEventStream(ctx.services.db, ctx.services.bus, {
+      lockEventStream(ctx.services.db, ctx.services.bus, ctx.services.watcher, {
         companyId: requireCompanyReader(ctx, args.companyId),
         issueId: args.issueId != null ? validateId("issueId", args.issueId) : null,
         agentId: args.agentId != null ? validateId("agentId", args.agentId) : null,

@@ -14,7 +14,9 @@ const subscribers: Subscriber<Ops.LockChangedSubscription>[] = [];
 
 beforeAll(async () => {
   redis = await PrivateRedis.start();
-  h = await startHarness({ redisUrl: redis.url });
+  // The ledger watcher would also fill the gap (stream.test.ts); switch it off
+  // here to prove the Redis reconnect path on its own.
+  h = await startHarness({ redisUrl: redis.url, ledgerPollMs: 600_000 });
   urlB = (await h.startInstance()).url;
 });
 afterAll(async () => {

@@ -80,7 +80,7 @@ describe("lockChanged", () => {
     const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
       inputs: [{ title: "x", assigneeAgentId: a.id }, { title: "y", assigneeAgentId: b.id }],
     });
-    const [x] = createIssues as [{ id: string }];
+    const x = createIssues[0]!;
     const byIssue = subscribe(urlB, co.board.token, { companyId: co.id, issueId: x.id, afterSeq: from });
     const byAgent = subscribe(h.url, co.board.token, { companyId: co.id, agentId: b.id, afterSeq: from });
     for (const agent of [a, b]) {

@@ -78,7 +78,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(options: { leaseSeconds?: number; redisUrl?: string } = {}): Promise<Harness> {
+export async function startHarness(options: { leaseSeconds?: number; redisUrl?: string; ledgerPollMs?: number } = {}): Promise<Harness> {
   const database = await createTestDatabase();
   const logged: Harness["logged"] = [];
   const log: Logger = (level, msg) => void logged.push({ level, msg });
@@ -89,7 +89,7 @@ export async function startHarness(options: { leaseSeconds?: number; redisUrl?: 
     const db = connectDb(database.url, 8, "baton-test");
     const redisUrl = opts.redisUrl ?? options.redisUrl;
     const bus = redisUrl ? createRedisBus(redisUrl, log) : createInProcessBus();
-    const app = buildApp({ db: db.prisma, bus, adminToken: ADMIN_TOKEN, leaseSeconds: options.leaseSeconds ?? 60, log });
+    const app = buildApp({ db: db.prisma, bus, adminToken: ADMIN_TOKEN, leaseSeconds: options.leaseSeconds ?? 60, log, ledgerPollMs: options.ledgerPollMs ?? 200 });
     const { url } = await app.start(0);
     const instance = {
       url,
