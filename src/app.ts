@@ -21,6 +21,7 @@ import { queryShapeRule } from "./graphql/limits.js";
 import { schema } from "./graphql/schema.js";
 import { ForbiddenError, InvalidInputError } from "./locks/types.js";
 import type { Logger } from "./log.js";
+import { Metrics } from "./metrics.js";
 import { errorFields } from "./log.js";
 
 export interface AppDeps {
@@ -66,6 +67,7 @@ export function buildApp(deps: AppDeps): App {
     bus: deps.bus,
     watcher: new LedgerWatcher(deps.db, deps.ledgerPollMs ?? 1000, deps.log),
     log: deps.log,
+    metrics: new Metrics({ events: deps.bus }),
     locks: { db: deps.db, events: deps.bus, leaseSeconds: deps.leaseSeconds },
   };
   const shapeLimits: Plugin = {
@@ -110,6 +112,14 @@ export function buildApp(deps: AppDeps): App {
       const { ok, checks } = await ready();
       res.writeHead(ok ? 200 : 503, { "content-type": "application/json" }).end(JSON.stringify({ status: ok ? "ready" : "unavailable", ...checks }));
       return;
+    }
+    if (path === "/metrics") {
+      res.writeHead(200, { "content-type": services.metrics.registry.contentType }).end(await services.metrics.registry.metrics());
+      return;
+    }
+    if (path === "/graphql") {
+      const timer = services.metrics.requestSeconds.startTimer({ path });
+      res.once("finish", () => timer({ status: String(res.statusCode) }));
     }
     if (Number(req.headers["content-length"] ?? 0) > MAX_BODY_BYTES) {
       res.writeHead(413, { "content-type": "application/json" }).end(JSON.stringify({ errors: [{ message: "request body too large" }] }));

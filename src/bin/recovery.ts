@@ -3,26 +3,48 @@
 // locks of dead runs freed, exhausted issues escalated (src/locks/sweep.ts).
 //   --once     one sweep, then exit 0
 //   --dry-run  print what a sweep would do, change nothing (implies --once)
+//   --metrics-port N   serve Prometheus metrics on http://127.0.0.1:N/metrics
 // SIGINT/SIGTERM: finish the statement in flight, then exit.
+import { createServer } from "node:http";
+import type { Server } from "node:http";
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../config.js";
 import { connectDb } from "../db/client.js";
 import { createInProcessBus, createRedisBus } from "../events/bus.js";
 import { sweep } from "../locks/sweep.js";
 import { errorFields, log } from "../log.js";
+import { Metrics } from "../metrics.js";
 import { openDatabase } from "./database.js";
 
 async function main() {
   const { values } = parseArgs({
-    options: { once: { type: "boolean", default: false }, "dry-run": { type: "boolean", default: false } },
+    options: {
+      once: { type: "boolean", default: false },
+      "dry-run": { type: "boolean", default: false },
+      "metrics-port": { type: "string" },
+    },
     strict: true,
   });
+  const metricsPort = values["metrics-port"] === undefined ? null : Number(values["metrics-port"]);
+  if (metricsPort !== null && !(Number.isInteger(metricsPort) && metricsPort >= 0 && metricsPort <= 65535)) {
+    throw new ConfigError("--metrics-port must be a port number");
+  }
   const dryRun = values["dry-run"] ?? false;
   const once = (values.once ?? false) || dryRun;
   const config = loadConfig();
   const database = await openDatabase(config, log);
   const db = connectDb(database.url, 2, "baton-recovery");
   const bus = config.redisUrl ? createRedisBus(config.redisUrl, log) : createInProcessBus();
+  const metrics = new Metrics({ events: bus });
+  let metricsServer: Server | null = null;
+  if (metricsPort !== null) {
+    metricsServer = createServer((req, res) => {
+      if (req.url !== "/metrics") return void res.writeHead(404).end();
+      metrics.registry.metrics().then((text) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(text));
+    });
+    await new Promise<void>((resolve) => metricsServer!.listen(metricsPort, config.host, resolve));
+    log("info", "recovery metrics", { url: `http://${config.host}:${(metricsServer.address() as { port: number }).port}/metrics` });
+  }
   let stopping = false;
   let wake: (() => void) | null = null;
   const stop = (signal: NodeJS.Signals) => {
@@ -43,6 +65,10 @@ async function main() {
       totals.timedOutRuns += counts.timedOutRuns;
       totals.recoveredIssues += counts.recoveredIssues;
       totals.escalatedIssues += counts.escalatedIssues;
+      metrics.sweeps.inc({ result: "ok" });
+      metrics.recovered.inc({ change: "timed_out_runs" }, counts.timedOutRuns);
+      metrics.recovered.inc({ change: "recovered_issues" }, counts.recoveredIssues);
+      metrics.recovered.inc({ change: "escalated_issues" }, counts.escalatedIssues);
       log("info", dryRun ? "recovery dry run (nothing changed)" : "recovery sweep", {
         ...counts,
         ms: Math.round(performance.now() - started),
@@ -50,6 +76,7 @@ async function main() {
       });
     } catch (err) {
       totals.failures++;
+      metrics.sweeps.inc({ result: "failed" });
       exitCode = 1;
       log("error", "recovery sweep failed", { ...errorFields(err), ms: Math.round(performance.now() - started) });
     }
@@ -60,6 +87,7 @@ async function main() {
       setTimeout(resolve, config.recoveryIntervalMs).unref();
     });
   }
+  metricsServer?.close();
   await bus.close();
   await db.close();
   await database.stop();

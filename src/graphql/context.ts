@@ -10,6 +10,7 @@ import { getIssues } from "../locks/reads.js";
 import type { AgentActor, Issue } from "../locks/types.js";
 import { validateId } from "../locks/validate.js";
 import type { Logger } from "../log.js";
+import type { Metrics } from "../metrics.js";
 
 export interface AppServices {
   readonly db: Db;
@@ -17,6 +18,7 @@ export interface AppServices {
   readonly watcher: LedgerWatcher;
   readonly locks: LockDeps;
   readonly log: Logger;
+  readonly metrics: Metrics;
 }
 
 export interface Context {

@@ -82,7 +82,7 @@ builder.mutationFields((t) => ({
       const companyId = requireBoard(ctx);
       const changes: UpdateIssueInput = { ...input };
       if (input.assigneeAgentId != null) changes.assigneeAgentId = validateId("assigneeAgentId", input.assigneeAgentId);
-      return updateIssue(ctx.services.locks, companyId, validateId("id", id), changes);
+      return updateIssue(ctx.services.locks, companyId, validateId("id", id), changes).then((r) => ctx.services.metrics.outcome("updateIssue", r));
     },
   }),
 
@@ -90,7 +90,9 @@ builder.mutationFields((t) => ({
     type: ForceReleaseResultRef,
     args: { issueId: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
     resolve: (_root, { issueId, reason }, ctx) =>
-      forceReleaseIssue(ctx.services.locks, requireBoard(ctx), { issueId: validateId("issueId", issueId), reason }),
+      forceReleaseIssue(ctx.services.locks, requireBoard(ctx), { issueId: validateId("issueId", issueId), reason }).then((r) =>
+        ctx.services.metrics.outcome("forceReleaseIssue", r),
+      ),
   }),
 
   runHeartbeat: t.field({
@@ -111,14 +113,15 @@ builder.mutationFields((t) => ({
   heartbeatRun: t.field({
     type: RunResultRef,
     args: { runId: t.arg.id({ required: true }) },
-    resolve: (_root, { runId }, ctx) => heartbeatRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId)),
+    resolve: (_root, { runId }, ctx) =>
+      heartbeatRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId)).then((r) => ctx.services.metrics.outcome("heartbeatRun", r)),
   }),
 
   finishRun: t.field({
     type: RunResultRef,
     args: { runId: t.arg.id({ required: true }), status: t.arg({ type: RunStatusEnum, required: true }) },
     resolve: (_root, { runId, status }, ctx) =>
-      finishRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId), status),
+      finishRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId), status).then((r) => ctx.services.metrics.outcome("finishRun", r)),
   }),
 
   claimIssue: t.field({
@@ -137,7 +140,7 @@ builder.mutationFields((t) => ({
         issueId: optionalId("issueId", args.issueId),
         expectedStatuses: args.expectedStatuses,
         includeUnassigned: args.includeUnassigned,
-      }),
+      }).then((r) => ctx.services.metrics.outcome("claimIssue", r)),
   }),
 
   acquireExecution: t.field({
@@ -147,7 +150,7 @@ builder.mutationFields((t) => ({
       acquireExecution(ctx.services.locks, requireAgent(ctx), {
         runId: validateId("runId", args.runId),
         issueId: validateId("issueId", args.issueId),
-      }),
+      }).then((r) => ctx.services.metrics.outcome("acquireExecution", r)),
   }),
 
   releaseIssue: t.field({
@@ -164,6 +167,6 @@ builder.mutationFields((t) => ({
         issueId: validateId("issueId", args.issueId),
         outcome: args.outcome,
         reason: args.reason,
-      }),
+      }).then((r) => ctx.services.metrics.outcome("releaseIssue", r)),
   }),
 }));

@@ -3,6 +3,17 @@ import { builder } from "./builder.js";
 import { requireCompanyReader, validateId } from "./context.js";
 import { parseSeq } from "./queries.js";
 import { LockEventRef } from "./types/lockEvent.js";
+import type { Metrics } from "../metrics.js";
+
+/** Keeps the active-subscriptions gauge while the stream is open. */
+async function* counted<T>(metrics: Metrics, stream: AsyncGenerator<T>): AsyncGenerator<T> {
+  metrics.subscriptions.inc();
+  try {
+    yield* stream;
+  } finally {
+    metrics.subscriptions.dec();
+  }
+}
 
 builder.subscriptionFields((t) => ({
   lockChanged: t.field({
@@ -15,13 +26,15 @@ builder.subscriptionFields((t) => ({
       agentId: t.arg.id(),
       afterSeq: t.arg.id(),
     },
-    subscribe: (_root, args, ctx) =>
-      lockEventStream(ctx.services.db, ctx.services.bus, ctx.services.watcher, {
+    subscribe: (_root, args, ctx) => {
+      const filter = {
         companyId: requireCompanyReader(ctx, args.companyId),
         issueId: args.issueId != null ? validateId("issueId", args.issueId) : null,
         agentId: args.agentId != null ? validateId("agentId", args.agentId) : null,
         afterSeq: parseSeq("afterSeq", args.afterSeq),
-      }),
+      };
+      return counted(ctx.services.metrics, lockEventStream(ctx.services.db, ctx.services.bus, ctx.services.watcher, filter));
+    },
     resolve: (event) => event,
   }),
 }));

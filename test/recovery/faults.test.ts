@@ -1,0 +1,142 @@
+// Fault tests with real processes: agents killed with SIGKILL at any moment,
+// three recovery processes sweeping at once, and the recovery entrypoint's
+// flags and signals.
+import { spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Harness } from "../helpers/harness.js";
+import { eventually, race } from "../helpers/race.js";
+
+const LEASE_SECONDS = 1;
+const INTERVAL_MS = 200;
+const ROOT = path.resolve(import.meta.dirname, "../..");
+
+let h: Harness;
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  h = await startHarness({ leaseSeconds: LEASE_SECONDS });
+});
+afterAll(async () => {
+  for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");
+  await h?.close();
+});
+
+interface Proc {
+  child: ChildProcess;
+  lines: string[];
+  exited: Promise<number | null>;
+}
+
+function node(script: string, args: string[], env: Record<string, string | undefined> = {}): Proc {
+  const child = spawn(process.execPath, ["--import", "tsx", script, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.push(child);
+  const lines: string[] = [];
+  const collect = (chunk: Buffer) => lines.push(...chunk.toString().split("\n").filter(Boolean));
+  child.stdout!.on("data", collect);
+  child.stderr!.on("data", collect);
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, lines, exited };
+}
+
+const recovery = (args: string[] = [], env: Record<string, string | undefined> = {}) =>
+  node("src/bin/recovery.ts", args, { DATABASE_URL: h.database.url, BATON_RECOVERY_INTERVAL_MS: String(INTERVAL_MS), ...env });
+
+const parsed = (p: Proc) => p.lines.flatMap((l) => { try { return [JSON.parse(l) as Record<string, unknown>]; } catch { return []; } });
+
+describe("recovery, with real processes", () => {
+  it("agents killed with SIGKILL at any moment strand nothing beyond lease + one interval, with three recovery loops running", async () => {
+    const co = await createCompany(h, 4);
+    await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 400 }, (_, i) => ({ title: `job ${i}`, maxAttempts: 100 })) });
+    const loops = [recovery(), recovery(), recovery()];
+    await eventually(() => (loops.every((l) => parsed(l).some((e) => e.msg === "recovery sweep")) ? true : undefined), "three recovery loops to sweep", 30_000);
+
+    for (let round = 0; round < 2; round++) {
+      const agents = co.agents.map((a) => node("test/fixtures/agent.ts", [h.url, a.client.token!]));
+      // Let each agent get into its loop, then kill it at a different moment.
+      await eventually(() => (agents.every((a) => parsed(a).some((e) => e.step === "claimed")) ? true : undefined), "agents to claim", 30_000);
+      await race(agents.length, async (i) => {
+        await new Promise((r) => setTimeout(r, 10 + i * 37 + round * 13));
+        agents[i]!.child.kill("SIGKILL");
+        await agents[i]!.exited;
+      });
+      const killedAt = Date.now();
+      const runIds = agents.map((a) => parsed(a).find((e) => e.step === "started")!.runId as string);
+      await eventually(
+        async () => ((await h.sql("SELECT 1 FROM issues WHERE checkout_run_id = ANY($1)", [runIds])).length === 0 ? true : undefined),
+        "the killed agents' locks to be freed",
+        LEASE_SECONDS * 1000 + INTERVAL_MS + 5_000,
+      );
+      const freedAfter = Date.now() - killedAt;
+      expect(freedAfter).toBeLessThan(LEASE_SECONDS * 1000 + INTERVAL_MS + 3_000);
+    }
+    const { lockAudit } = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
+    expect(lockAudit).toMatchObject({ doubleClaims: 0, locksHeldByDeadRuns: 0, halfReleasedLocks: 0, unescalatedExhausted: 0 });
+    const stopped = await Promise.all(loops.map((l) => (l.child.kill("SIGTERM"), l.exited)));
+    expect(stopped).toEqual([0, 0, 0]);
+    for (const l of loops) expect(parsed(l).some((e) => e.msg === "recovery stopping after the current statement")).toBe(true);
+  });
+
+  it("three `recovery --once` processes at once over hundreds of dead locks: one event per recovered issue", async () => {
+    const co = await createCompany(h, 3);
+    const runs: string[] = [];
+    for (const agent of co.agents) {
+      await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 100 }, () => ({ title: "x", assigneeAgentId: agent.id })) });
+      const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
+      for (;;) {
+        const { claimIssue } = await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id });
+        if (claimIssue.__typename !== "IssueClaimed") break;
+      }
+      runs.push(run.id);
+    }
+    await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second' WHERE id = ANY($1)", [runs]);
+    const sweepers = [recovery(["--once"]), recovery(["--once"]), recovery(["--once"])];
+    expect(await Promise.all(sweepers.map((s) => s.exited))).toEqual([0, 0, 0]);
+    const { events, issues } = await h.one<{ events: number; issues: number }>(
+      "SELECT count(*)::int AS events, count(DISTINCT issue_id)::int AS issues FROM lock_events WHERE kind = 'RECOVERED' AND run_id = ANY($1)",
+      [runs],
+    );
+    expect([events, issues]).toEqual([300, 300]);
+    const logged = sweepers.flatMap((s) => parsed(s).filter((e) => e.msg === "recovery sweep"));
+    expect(logged).toHaveLength(3);
+    for (const line of logged) expect(line).toHaveProperty("ms");
+  });
+
+  it("--dry-run changes nothing, and --once works on the embedded default too", async () => {
+    const co = await createCompany(h, 1);
+    const agent = co.agents[0]!;
+    await co.board.ok(Ops.CreateIssueDocument, { input: { title: "x", assigneeAgentId: agent.id } });
+    const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
+    await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id });
+    await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [run.id]);
+    const dry = recovery(["--dry-run"]);
+    expect(await dry.exited).toBe(0);
+    expect(parsed(dry).find((e) => e.msg === "recovery dry run (nothing changed)")).toMatchObject({ recoveredIssues: 1 });
+    expect(await h.sql("SELECT 1 FROM issues WHERE checkout_run_id = $1", [run.id])).toHaveLength(1);
+
+    const dataDir = mkdtempSync(path.join(tmpdir(), "baton-embedded-"));
+    chmodSync(dataDir, 0o777);
+    const embedded = recovery(["--once"], { DATABASE_URL: "", BATON_DATA_DIR: dataDir });
+    expect(await embedded.exited).toBe(0);
+    expect(parsed(embedded).some((e) => e.msg === "recovery sweep")).toBe(true);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("serves its own Prometheus metrics when given --metrics-port", async () => {
+    const loop = recovery(["--metrics-port", "0"]);
+    const line = await eventually(() => parsed(loop).find((e) => e.msg === "recovery metrics"), "the metrics address", 30_000);
+    await eventually(() => parsed(loop).find((e) => e.msg === "recovery sweep"), "a sweep", 30_000);
+    const text = await (await fetch(String(line.url))).text();
+    expect(text).toMatch(/baton_recovery_sweeps_total\{result="ok"\} [1-9]/);
+    loop.child.kill("SIGTERM");
+    expect(await loop.exited).toBe(0);
+  });
+});
