@@ -6,7 +6,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import pg from "pg";
-import { claimNextStatement } from "../src/locks/claimIssue.js";
+import { claimNextStatement } from "../src/locks/claimIssues.js";
 import { ADMIN_TOKEN, freshDatabase, gql, load, startApi } from "./lib.js";
 
 const { values } = parseArgs({

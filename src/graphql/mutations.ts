@@ -3,6 +3,8 @@
 import { createAgent, createCompany } from "../auth/accounts.js";
 import { acquireExecution } from "../locks/acquireExecution.js";
 import { claimIssue } from "../locks/claimIssue.js";
+import { claimNextIssues } from "../locks/claimIssues.js";
+import { releaseIssues } from "../locks/releaseIssues.js";
 import { createIssues } from "../locks/createIssues.js";
 import { forceReleaseIssue } from "../locks/forceReleaseIssue.js";
 import { releaseIssue } from "../locks/releaseIssue.js";
@@ -17,6 +19,8 @@ import { CreateIssueInputRef, IssueRef, UpdateIssueInputRef } from "./types/issu
 import {
   AcquireExecutionResultRef,
   ClaimIssueResultRef,
+  ClaimIssuesResultRef,
+  ReleaseIssuesResultRef,
   CreateAgentPayloadRef,
   CreateCompanyPayloadRef,
   ForceReleaseResultRef,
@@ -168,5 +172,40 @@ builder.mutationFields((t) => ({
         outcome: args.outcome,
         reason: args.reason,
       }).then((r) => ctx.services.metrics.outcome("releaseIssue", r)),
+  }),
+
+  claimIssues: t.field({
+    type: ClaimIssuesResultRef,
+    description:
+      "Claim up to `limit` (1..1000) of the caller's next claimable issues in one statement: the same order,\nguards and FOR UPDATE SKIP LOCKED as claimIssue without issueId, one CLAIMED event per issue.",
+    args: {
+      runId: t.arg.id({ required: true }),
+      limit: t.arg.int({ required: true }),
+      includeUnassigned: t.arg.boolean({ defaultValue: false }),
+    },
+    resolve: (_root, args, ctx) =>
+      claimNextIssues(ctx.services.locks, requireAgent(ctx), {
+        runId: validateId("runId", args.runId),
+        limit: args.limit,
+        includeUnassigned: args.includeUnassigned,
+      }).then((r) => ctx.services.metrics.outcome("claimIssues", r)),
+  }),
+
+  releaseIssues: t.field({
+    type: ReleaseIssuesResultRef,
+    description: "Release up to 1000 issues held by the run, with one outcome, in one statement.",
+    args: {
+      runId: t.arg.id({ required: true }),
+      issueIds: t.arg.idList({ required: true }),
+      outcome: t.arg({ type: ReleaseOutcomeEnum, required: true }),
+      reason: t.arg.string(),
+    },
+    resolve: (_root, args, ctx) =>
+      releaseIssues(ctx.services.locks, requireAgent(ctx), {
+        runId: validateId("runId", args.runId),
+        issueIds: args.issueIds.map((id, n) => validateId(`issueIds[${n}]`, id)),
+        outcome: args.outcome,
+        reason: args.reason,
+      }).then((r) => ctx.services.metrics.outcome("releaseIssues", r)),
   }),
 }));

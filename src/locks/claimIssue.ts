@@ -4,8 +4,9 @@
 // together, and zero changed rows is a typed outcome, never an exception.
 import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { RUN_CTE_COLUMNS, refuseRun } from "./deps.js";
-import type { AgentActor, ClaimIssueResult, Issue, IssueStatus, LockEvent, Run, RunView } from "./types.js";
+import { RUN_CTE_COLUMNS, refuseRun, withoutLive } from "./deps.js";
+import { claimNextIssues } from "./claimIssues.js";
+import type { AgentActor, ClaimIssueResult, Issue, IssueStatus, LockEvent, RunView } from "./types.js";
 import { InvalidInputError, issueNotFound } from "./types.js";
 
 /** Statuses a checkout can start from: OPEN, or a lock left behind by a dead run. */
@@ -23,64 +24,10 @@ export async function claimIssue(deps: LockDeps, actor: AgentActor, input: Claim
   return claimNext(deps, actor, input.runId, input.includeUnassigned ?? false);
 }
 
-interface ClaimNextRow {
-  run: RunView | null;
-  issue: Issue | null;
-  events: LockEvent[];
-}
-
-/**
- * CLAIM_NEXT_SKIP_LOCKED. Invariant: at most one run holds an issue's checkout.
- * Concurrent claimers lock different rows (SKIP LOCKED): they never wait on
- * each other and never receive the same issue; a row another claimer changed
- * after this statement's snapshot is re-checked against the WHERE (status
- * 'OPEN', attempts left) on its newest version before it can be taken.
- * The run is read FOR SHARE, so finishRun (which updates the run row, then
- * releases its issues in a later statement) cannot miss an issue claimed here,
- * and a run that has just been finished or timed out cannot take a lock.
- * The index issues_claimable_idx (or issues_pool_idx with the unassigned pool)
- * serves the ORDER BY directly, so the first unlocked entry is the answer.
- */
-export function claimNextStatement(runId: string, actor: AgentActor, includeUnassigned: boolean) {
-  const who = includeUnassigned
-    ? sql`(i.assignee_agent_id = ${actor.agentId}::uuid OR i.assignee_agent_id IS NULL)`
-    : sql`i.assignee_agent_id = ${actor.agentId}::uuid`;
-  return sql`
-    WITH run AS (
-      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
-       WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid
-         FOR SHARE
-    ),
-    next AS (
-      SELECT i.id FROM issues i
-       WHERE i.company_id = ${actor.companyId}::uuid
-         AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
-         AND ${who}
-         AND EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
-       ORDER BY i.priority, i.created_at, i.id
-       LIMIT 1
-         FOR UPDATE SKIP LOCKED
-    ),
-    changed AS (
-      UPDATE issues i
-         SET status = 'CLAIMED', checkout_run_id = ${runId}::uuid, claimed_at = now(),
-             lock_epoch = i.lock_epoch + 1, updated_at = now()
-        FROM next WHERE i.id = next.id
-      RETURNING i.*, 'CLAIMED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${actor.agentId}::uuid AS ev_agent_id, NULL::text AS ev_reason
-    ),
-    ${appendEvents("changed")}
-    SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
-           (SELECT ${issueJson("c")} FROM changed c) AS issue,
-           (SELECT list FROM events) AS events`;
-}
-
 async function claimNext(deps: LockDeps, actor: AgentActor, runId: string, includeUnassigned: boolean): Promise<ClaimIssueResult> {
-  const row = await queryOne<ClaimNextRow>(deps.db, claimNextStatement(runId, actor, includeUnassigned));
-  deps.events.publish(row.events);
-  const refused = refuseRun(row.run, runId, actor);
-  if (refused) return refused;
-  if (!row.issue || !row.run) return { __typename: "NoIssueAvailable", message: "no claimable issue" };
-  return { __typename: "IssueClaimed", issue: row.issue, run: withoutLive(row.run), alreadyHeld: false, adopted: false };
+  const claimed = await claimNextIssues(deps, actor, { runId, includeUnassigned, limit: 1 });
+  if (claimed.__typename !== "IssuesClaimed") return claimed;
+  return { __typename: "IssueClaimed", issue: claimed.issues[0]!, run: claimed.run, alreadyHeld: false, adopted: false };
 }
 
 type Verdict =
@@ -255,9 +202,4 @@ async function checkoutNamed(
       };
     }
   }
-}
-
-export function withoutLive(run: RunView): Run {
-  const { live: _live, ...rest } = run;
-  return rest;
 }

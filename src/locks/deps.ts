@@ -1,5 +1,5 @@
 import type { Db } from "../db/client.js";
-import type { AgentActor, LockEvent, RunNotActive, RunView } from "./types.js";
+import type { AgentActor, LockEvent, Run, RunNotActive, RunView } from "./types.js";
 import { ForbiddenError, runNotActive } from "./types.js";
 
 /** Where committed events go: the pub/sub fan-out. Never throws. */
@@ -41,3 +41,9 @@ export const reopenOrEscalate = (alias: string) =>
 
 /** Both locks and their details, cleared together (the issues_lock_pair CHECK insists). */
 export const CLEAR_LOCKS = `checkout_run_id = NULL, execution_run_id = NULL, execution_agent_name_key = NULL, execution_locked_at = NULL`;
+
+/** A run as the API shows it (without the statement's liveness flag). */
+export function withoutLive(run: RunView): Run {
+  const { live: _live, ...rest } = run;
+  return rest;
+}

@@ -2,7 +2,7 @@
 import { appendEvents, issueJson, queryOne, raw, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { CLEAR_LOCKS, reopenOrEscalate } from "./deps.js";
-import { MAX_REASON_LENGTH } from "./releaseIssue.js";
+import { MAX_REASON_LENGTH } from "./releaseIssues.js";
 import type { ForceReleaseResult, Issue, LockEvent } from "./types.js";
 import { InvalidInputError, issueNotFound } from "./types.js";
 import { validateText } from "./validate.js";

@@ -1,6 +1,8 @@
 // Success payloads and the result unions of the mutations.
 import type * as T from "../../locks/types.js";
 import type { HeartbeatTick } from "../../locks/runHeartbeat.js";
+import type { IssuesClaimed } from "../../locks/claimIssues.js";
+import type { IssuesReleased } from "../../locks/releaseIssues.js";
 import type { Agent, Company } from "../../auth/accounts.js";
 import { builder } from "../builder.js";
 import { AgentRef, CompanyRef } from "./company.js";
@@ -97,4 +99,38 @@ export const HeartbeatTickRef = builder.objectRef<HeartbeatTick>("HeartbeatTick"
     runs: t.field({ type: [HeartbeatRunRef], resolve: (tick) => tick.runs }),
     claims: t.field({ type: [IssueClaimedRef], resolve: (tick) => tick.claims }),
   }),
+});
+
+// ---- batch operations (beyond the contract) ----
+
+export const IssuesClaimedRef = builder.objectRef<IssuesClaimed>("IssuesClaimed").implement({
+  description: "The issues claimed by one claimIssues call, in claim order (priority, then oldest).",
+  fields: (t) => ({
+    issues: t.field({ type: [IssueRef], resolve: (r) => r.issues }),
+    run: t.field({ type: HeartbeatRunRef, resolve: (r) => r.run }),
+  }),
+});
+
+export const ClaimIssuesResultRef = builder.unionType("ClaimIssuesResult", {
+  types: [IssuesClaimedRef, P.NoIssueAvailableRef, P.RunNotActiveRef],
+  resolveType: byTypename,
+});
+
+export const ReleaseRefusalRef = builder.unionType("ReleaseRefusal", {
+  description: "Why one issue of a releaseIssues call was not released.",
+  types: [P.NotLockOwnerRef, P.InvalidTransitionRef, P.IssueNotFoundRef],
+  resolveType: byTypename,
+});
+
+export const IssuesReleasedRef = builder.objectRef<IssuesReleased>("IssuesReleased").implement({
+  description: "Each issue is released or refused on its own; the released ones committed together.",
+  fields: (t) => ({
+    issues: t.field({ type: [IssueRef], description: "The issues released.", resolve: (r) => r.issues }),
+    refused: t.field({ type: [ReleaseRefusalRef], description: "One entry per issue not released.", resolve: (r) => r.refused }),
+  }),
+});
+
+export const ReleaseIssuesResultRef = builder.unionType("ReleaseIssuesResult", {
+  types: [IssuesReleasedRef, P.RunNotActiveRef],
+  resolveType: byTypename,
 });

@@ -1,0 +1,83 @@
+// claimIssues: take the checkout of the caller's next `limit` claimable issues
+// in one statement (CLAIM_NEXT_SKIP_LOCKED). claimIssue without an issue id is
+// this with limit 1.
+import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";
+import type { LockDeps } from "./deps.js";
+import { RUN_CTE_COLUMNS, refuseRun, withoutLive } from "./deps.js";
+import type { AgentActor, Issue, LockEvent, NoIssueAvailable, Run, RunNotActive, RunView } from "./types.js";
+import { InvalidInputError } from "./types.js";
+
+export const MAX_CLAIM_BATCH = 1000;
+
+export interface IssuesClaimed {
+  __typename: "IssuesClaimed";
+  issues: Issue[];
+  run: Run;
+}
+export type ClaimIssuesResult = IssuesClaimed | NoIssueAvailable | RunNotActive;
+
+/**
+ * CLAIM_NEXT_SKIP_LOCKED. Invariant: at most one run holds an issue's checkout.
+ * Concurrent claimers lock different rows (SKIP LOCKED): they never wait on
+ * each other and never receive the same issue; a row another claimer changed
+ * after this statement's snapshot is re-checked against the WHERE (status
+ * 'OPEN', attempts left) on its newest version before it can be taken.
+ * The run is read FOR SHARE, so finishRun (which updates the run row, then
+ * releases its issues in a later statement) cannot miss an issue claimed here,
+ * and a run that has just been finished or timed out cannot take a lock.
+ * The index issues_claimable_idx (or issues_pool_idx with the unassigned pool)
+ * serves the ORDER BY directly, so the first unlocked entries are the answer.
+ * One ledger row per claimed issue, all under one seq-lock acquisition.
+ */
+export function claimNextStatement(runId: string, actor: AgentActor, includeUnassigned: boolean, limit = 1) {
+  const who = includeUnassigned
+    ? sql`(i.assignee_agent_id = ${actor.agentId}::uuid OR i.assignee_agent_id IS NULL)`
+    : sql`i.assignee_agent_id = ${actor.agentId}::uuid`;
+  return sql`
+    WITH run AS (
+      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
+       WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid
+         FOR SHARE
+    ),
+    next AS (
+      SELECT i.id FROM issues i
+       WHERE i.company_id = ${actor.companyId}::uuid
+         AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
+         AND ${who}
+         AND EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
+       ORDER BY i.priority, i.created_at, i.id
+       LIMIT ${limit}::int
+         FOR UPDATE SKIP LOCKED
+    ),
+    changed AS (
+      UPDATE issues i
+         SET status = 'CLAIMED', checkout_run_id = ${runId}::uuid, claimed_at = now(),
+             lock_epoch = i.lock_epoch + 1, updated_at = now()
+        FROM next WHERE i.id = next.id
+      RETURNING i.*, 'CLAIMED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${actor.agentId}::uuid AS ev_agent_id, NULL::text AS ev_reason
+    ),
+    ${appendEvents("changed")}
+    SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
+           (SELECT coalesce(json_agg(${issueJson("c")} ORDER BY c.priority, c.created_at, c.id), '[]'::json) FROM changed c) AS issues,
+           (SELECT list FROM events) AS events`;
+}
+
+export async function claimNextIssues(
+  deps: LockDeps,
+  actor: AgentActor,
+  input: { runId: string; limit: number; includeUnassigned?: boolean | null },
+): Promise<ClaimIssuesResult> {
+  const { runId, limit } = input;
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_CLAIM_BATCH) {
+    throw new InvalidInputError(`limit must be between 1 and ${MAX_CLAIM_BATCH}`);
+  }
+  const row = await queryOne<{ run: RunView | null; issues: Issue[]; events: LockEvent[] }>(
+    deps.db,
+    claimNextStatement(runId, actor, input.includeUnassigned ?? false, limit),
+  );
+  deps.events.publish(row.events);
+  const refused = refuseRun(row.run, runId, actor);
+  if (refused) return refused;
+  if (row.issues.length === 0 || !row.run) return { __typename: "NoIssueAvailable", message: "no claimable issue" };
+  return { __typename: "IssuesClaimed", issues: row.issues, run: withoutLive(row.run) };
+}
