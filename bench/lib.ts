@@ -91,3 +91,7 @@ export async function load(concurrency: number, seconds: number, worker: (loop: 
   latencies.sort((a, b) => a - b);
   return { ops, perSecond: ops / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
+
+export function defaultOptions(quick: boolean) {
+  return { quick, adminUrl: ADMIN_URL, redisUrl: process.env.REDIS_URL ?? "redis://127.0.0.1:6379" };
+}

@@ -1,6 +1,7 @@
 // The one way this codebase talks to PostgreSQL: a Prisma client over a
 // node-postgres pool (Prisma 7's driver adapter; no native engine needed).
 // The lock statements go through $queryRaw; see src/locks/.
+import { createHash } from "node:crypto";
 import pg from "pg";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { PrismaClient } from "../generated/prisma/client.js";
@@ -10,6 +11,24 @@ export type Db = PrismaClient;
 export interface DbHandle {
   readonly prisma: Db;
   close(): Promise<void>;
+}
+
+const names = new Map<string, string>();
+
+/**
+ * Prepared statements: each distinct SQL text gets a stable name, so
+ * node-postgres parses and plans it once per connection instead of on every
+ * call (the lock statements are long CTEs; planning them is most of their
+ * cost on a warm cache). The set of texts is small and fixed: values are
+ * always parameters, never spliced in.
+ */
+function statementName(query: { sql: string }): string {
+  let name = names.get(query.sql);
+  if (!name) {
+    name = `baton_${createHash("sha1").update(query.sql).digest("hex").slice(0, 20)}`;
+    if (names.size < 1000) names.set(query.sql, name);
+  }
+  return name;
 }
 
 export function connectDb(databaseUrl: string, poolSize: number, applicationName = "baton"): DbHandle {
@@ -25,7 +44,7 @@ export function connectDb(databaseUrl: string, poolSize: number, applicationName
   // An idle client that loses its connection emits 'error' on the pool; without
   // a listener that would crash the process. The next query reconnects.
   pool.on("error", () => {});
-  const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+  const prisma = new PrismaClient({ adapter: new PrismaPg(pool, { statementNameGenerator: statementName }) });
   return {
     prisma,
     async close() {

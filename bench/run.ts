@@ -1,0 +1,59 @@
+// `npm run bench` (-- --quick for about a minute; -- --only claims,scale to
+// pick scenarios). Runs each scenario against PostgreSQL on this machine,
+// prints a Markdown table per scenario, and writes bench/results/latest.json,
+// bench/results/latest.md and bench/results/claims.svg (linked from README).
+import { mkdirSync, writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { defaultOptions } from "./lib.js";
+import type { BenchOptions, ScenarioResult } from "./scenario.js";
+import { renderChart } from "./chart.js";
+
+const SCENARIOS: Record<string, () => Promise<{ run(o: BenchOptions): Promise<ScenarioResult> }>> = {
+  claims: () => import("./claims.js"),
+  peers: () => import("./peers.js"),
+  fanout: () => import("./fanout.js"),
+  recovery: () => import("./recovery.js"),
+  scale: () => import("./scale.js"),
+  ledger: () => import("./ledger.js"),
+};
+
+const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, only: { type: "string" } } });
+const options = defaultOptions(values.quick ?? false);
+const names = values.only ? values.only.split(",") : Object.keys(SCENARIOS);
+for (const name of names) if (!SCENARIOS[name]) throw new Error(`unknown scenario ${name}; have ${Object.keys(SCENARIOS).join(", ")}`);
+
+function table(result: ScenarioResult): string {
+  const head = `| ${result.columns.join(" | ")} |\n| ${result.columns.map(() => "---").join(" | ")} |`;
+  const body = result.rows.map((row) => `| ${result.columns.map((c) => String(row[c] ?? "")).join(" | ")} |`).join("\n");
+  const notes = result.notes.map((n) => `- ${n}`).join("\n");
+  return `### ${result.name}\n\n${head}\n${body}\n\n${notes}\n`;
+}
+
+const started = new Date();
+const results: ScenarioResult[] = [];
+const failures: string[] = [];
+for (const name of names) {
+  const t = performance.now();
+  process.stderr.write(`bench: ${name}…\n`);
+  try {
+    const result = await (await SCENARIOS[name]!()).run(options);
+    results.push(result);
+    console.log(`\n${table(result)}`);
+  } catch (err) {
+    failures.push(`${name}: ${(err as Error).message}`);
+    console.log(`\n### ${name}\n\nfailed: ${(err as Error).message}\n`);
+  }
+  process.stderr.write(`bench: ${name} took ${((performance.now() - t) / 1000).toFixed(0)}s\n`);
+}
+
+mkdirSync("bench/results", { recursive: true });
+const header = `Measured ${started.toISOString()} on this machine (${options.quick ? "quick" : "full"} run): PostgreSQL and the API on the same 2 cores, loopback.\n`;
+writeFileSync("bench/results/latest.json", JSON.stringify({ at: started.toISOString(), quick: options.quick, results, failures }, null, 2) + "\n");
+writeFileSync("bench/results/latest.md", `# Baton benchmarks\n\n${header}\n${results.map(table).join("\n")}`);
+const claims = results.find((r) => r.chart);
+if (claims?.chart) writeFileSync("bench/results/claims.svg", renderChart(claims.chart));
+console.log(`\nwrote bench/results/latest.{json,md}${claims?.chart ? " and claims.svg" : ""}`);
+if (failures.length) {
+  console.log(`failed scenarios:\n${failures.map((f) => `- ${f}`).join("\n")}`);
+  process.exit(1);
+}
