@@ -73,6 +73,8 @@ export const eventJson = (alias: string): Sql => raw(jsonObject(alias, EVENT_COL
  * The ledger append, as CTEs to put after a CTE named `source` whose rows are
  * the changed issues (all issues columns) plus ev_kind, ev_run_id, ev_agent_id
  * and ev_reason. Defines `events`, the appended rows as JSON in seq order.
+ * Several rows for one issue (a claim that also starts execution) are
+ * numbered in the order of their kinds (CLAIMED before EXECUTION_ACQUIRED).
  *
  * Invariant: a company's events become visible in seq order, with no gaps.
  * `stream` takes the company row's lock to hand out the next seqs, and that
@@ -96,7 +98,7 @@ export const appendEvents = (source: string): Sql =>
   appended AS (
     INSERT INTO lock_events (company_id, seq, issue_id, kind, status, run_id, agent_id, checkout_run_id, execution_run_id, reason, at)
     SELECT c.company_id,
-           s.base + row_number() OVER (PARTITION BY c.company_id ORDER BY c.id),
+           s.base + row_number() OVER (PARTITION BY c.company_id ORDER BY c.id, c.ev_kind::lock_event_kind),
            c.id, c.ev_kind::lock_event_kind, c.status, c.ev_run_id, c.ev_agent_id,
            c.checkout_run_id, c.execution_run_id, c.ev_reason, clock_timestamp()
       FROM ${source} c JOIN stream s ON s.id = c.company_id

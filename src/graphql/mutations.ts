@@ -182,12 +182,17 @@ builder.mutationFields((t) => ({
       runId: t.arg.id({ required: true }),
       limit: t.arg.int({ required: true }),
       includeUnassigned: t.arg.boolean({ defaultValue: false }),
+      acquireExecution: t.arg.boolean({
+        defaultValue: false,
+        description: "Also take the execution lock (IN_PROGRESS, attempt counted), as if acquireExecution followed each claim.",
+      }),
     },
     resolve: (_root, args, ctx) =>
       claimNextIssues(ctx.services.locks, requireAgent(ctx), {
         runId: validateId("runId", args.runId),
         limit: args.limit,
         includeUnassigned: args.includeUnassigned,
+        acquireExecution: args.acquireExecution,
       }).then((r) => ctx.services.metrics.outcome("claimIssues", r)),
   }),
 

@@ -29,7 +29,7 @@ export type ClaimIssuesResult = IssuesClaimed | NoIssueAvailable | RunNotActive;
  * serves the ORDER BY directly, so the first unlocked entries are the answer.
  * One ledger row per claimed issue, all under one seq-lock acquisition.
  */
-export function claimNextStatement(runId: string, actor: AgentActor, includeUnassigned: boolean, limit = 1) {
+export function claimNextStatement(runId: string, actor: AgentActor, includeUnassigned: boolean, limit = 1, acquire = false) {
   const who = includeUnassigned
     ? sql`(i.assignee_agent_id = ${actor.agentId}::uuid OR i.assignee_agent_id IS NULL)`
     : sql`i.assignee_agent_id = ${actor.agentId}::uuid`;
@@ -49,6 +49,15 @@ export function claimNextStatement(runId: string, actor: AgentActor, includeUnas
        LIMIT ${limit}::int
          FOR UPDATE SKIP LOCKED
     ),
+    ${acquire ? claimAndStart(runId, actor) : claimOnly(runId, actor)},
+    ${appendEvents("changes")}
+    SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
+           (SELECT coalesce(json_agg(${issueJson("c")} ORDER BY c.priority, c.created_at, c.id), '[]'::json) FROM changed c) AS issues,
+           (SELECT list FROM events) AS events`;
+}
+
+/** The checkout only: CLAIMED. */
+const claimOnly = (runId: string, actor: AgentActor) => sql`
     changed AS (
       UPDATE issues i
          SET status = 'CLAIMED', checkout_run_id = ${runId}::uuid, claimed_at = now(),
@@ -56,16 +65,38 @@ export function claimNextStatement(runId: string, actor: AgentActor, includeUnas
         FROM next WHERE i.id = next.id
       RETURNING i.*, 'CLAIMED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${actor.agentId}::uuid AS ev_agent_id, NULL::text AS ev_reason
     ),
-    ${appendEvents("changed")}
-    SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
-           (SELECT coalesce(json_agg(${issueJson("c")} ORDER BY c.priority, c.created_at, c.id), '[]'::json) FROM changed c) AS issues,
-           (SELECT list FROM events) AS events`;
-}
+    changes AS (SELECT * FROM changed)`;
+
+/**
+ * The checkout and the execution lock at once (acquireExecution: true):
+ * IN_PROGRESS, attempt counted, exactly as a claim followed by
+ * acquireExecution, and recorded as those two events (CLAIMED, then
+ * EXECUTION_ACQUIRED), so the ledger reads the same either way.
+ */
+const claimAndStart = (runId: string, actor: AgentActor) => sql`
+    changed AS (
+      UPDATE issues i
+         SET status = 'IN_PROGRESS', checkout_run_id = ${runId}::uuid, claimed_at = now(),
+             execution_run_id = ${runId}::uuid, execution_agent_name_key = ${actor.agentNameKey},
+             execution_locked_at = now(), attempt_count = i.attempt_count + 1,
+             lock_epoch = i.lock_epoch + 1, updated_at = now()
+        FROM next WHERE i.id = next.id
+      RETURNING i.*
+    ),
+    changes AS (
+      SELECT c.id, c.company_id, 'CLAIMED'::issue_status AS status, c.checkout_run_id, NULL::uuid AS execution_run_id,
+             'CLAIMED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${actor.agentId}::uuid AS ev_agent_id, NULL::text AS ev_reason
+        FROM changed c
+      UNION ALL
+      SELECT c.id, c.company_id, c.status, c.checkout_run_id, c.execution_run_id,
+             'EXECUTION_ACQUIRED', ${runId}::uuid, ${actor.agentId}::uuid, NULL::text
+        FROM changed c
+    )`;
 
 export async function claimNextIssues(
   deps: LockDeps,
   actor: AgentActor,
-  input: { runId: string; limit: number; includeUnassigned?: boolean | null },
+  input: { runId: string; limit: number; includeUnassigned?: boolean | null; acquireExecution?: boolean | null },
 ): Promise<ClaimIssuesResult> {
   const { runId, limit } = input;
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_CLAIM_BATCH) {
@@ -73,7 +104,7 @@ export async function claimNextIssues(
   }
   const row = await queryOne<{ run: RunView | null; issues: Issue[]; events: LockEvent[] }>(
     deps.db,
-    claimNextStatement(runId, actor, input.includeUnassigned ?? false, limit),
+    claimNextStatement(runId, actor, input.includeUnassigned ?? false, limit, input.acquireExecution ?? false),
   );
   deps.events.publish(row.events);
   const refused = refuseRun(row.run, runId, actor);

@@ -36,6 +36,34 @@ describe("claimIssues", () => {
     expect(dead.claimIssues).toMatchObject({ __typename: "RunNotActive", runStatus: "SUCCEEDED" });
   });
 
+  it("with acquireExecution: true takes both locks, counts the attempt, and records CLAIMED then EXECUTION_ACQUIRED", async () => {
+    const co = await createCompany(h, 1);
+    const agent = co.agents[0]!;
+    await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 3 }, (_, i) => ({ title: `t${i}`, assigneeAgentId: agent.id })) });
+    const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
+    const { claimIssues } = await agent.client.ok(Ops.ClaimIssuesDocument, { runId: run.id, limit: 2, acquireExecution: true });
+    if (claimIssues.__typename !== "IssuesClaimed") throw new Error(claimIssues.__typename);
+    for (const issue of claimIssues.issues) {
+      expect(issue).toMatchObject({ status: "IN_PROGRESS", checkoutRunId: run.id, executionRunId: run.id, attemptCount: 1, lockEpoch: 1 });
+    }
+    const events = await h.sql<{ issue_id: string; kind: string; status: string; execution_run_id: string | null }>(
+      "SELECT issue_id, kind, status, execution_run_id FROM lock_events WHERE company_id = $1 ORDER BY seq",
+      [co.id],
+    );
+    expect(events).toHaveLength(4);
+    for (const issue of claimIssues.issues) {
+      expect(events.filter((e) => e.issue_id === issue.id).map((e) => [e.kind, e.status, e.execution_run_id])).toEqual([
+        ["CLAIMED", "CLAIMED", null],
+        ["EXECUTION_ACQUIRED", "IN_PROGRESS", run.id],
+      ]);
+    }
+    const ids = claimIssues.issues.map((i) => i.id);
+    const done = await agent.client.ok(Ops.ReleaseIssuesDocument, { runId: run.id, issueIds: ids, outcome: "DONE" });
+    expect(done.releaseIssues).toMatchObject({ __typename: "IssuesReleased", refused: [] });
+    const { lockAudit } = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
+    expect(lockAudit).toMatchObject({ doubleClaims: 0, locksHeldByDeadRuns: 0, halfReleasedLocks: 0 });
+  });
+
   it("16 batch claimers draining 600 issues never receive the same issue", async () => {
     const co = await createCompany(h, 16);
     await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 600 }, (_, i) => ({ title: `job ${i}` })) });
