@@ -43,7 +43,7 @@ interface Plan {
 const QUICK: Plan = {
   seconds: 5,
   batonBacklog: 3000,
-  batonBatchedBacklog: 10_000,
+  batonBatchedBacklog: 30_000,
   graphileDefaultBacklog: 10_000,
   graphileBatchedBacklog: 50_000,
   pgbossSingleBacklog: 3000,
@@ -52,7 +52,7 @@ const QUICK: Plan = {
 const FULL: Plan = {
   seconds: 15,
   batonBacklog: 20_000,
-  batonBatchedBacklog: 50_000,
+  batonBatchedBacklog: 150_000,
   graphileDefaultBacklog: 50_000,
   graphileBatchedBacklog: 200_000,
   pgbossSingleBacklog: 20_000,
@@ -418,7 +418,7 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       });
 
       // PLACEHOLDER (batched Baton): runs only once the schema has claimIssues and releaseIssues.
-      const batchedMode = `API, batched (claimIssues limit ${BATON_BATCH_LIMIT} + acquireExecution each + releaseIssues)`;
+      const batchedMode = `API, batched (claimIssues limit ${BATON_BATCH_LIMIT} with acquireExecution + releaseIssues)`;
       let names: Set<string> | null = null;
       try {
         names = await mutationNames(apiUrl);
