@@ -64,12 +64,17 @@ export async function* lockEventStream(
     notify();
   });
   let last = 0n; // the last company seq this stream has passed (set below)
+  // The watcher's poll can land between a commit and its pub/sub message; a
+  // stream behind at one poll refills only if it is still behind that seq at
+  // the next, so live delivery is not doubled by a burst of ledger reads.
+  let behindAt: bigint | null = null;
   const stopWatching =
     watcher?.watch(filter.companyId, (latest) => {
-      if (latest > last) {
+      if (behindAt !== null && last < behindAt) {
         refill = true;
         notify();
       }
+      behindAt = latest > last ? latest : null;
     }) ?? (() => {});
   try {
     // The subscription is confirmed; where does the stream start?

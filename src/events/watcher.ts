@@ -3,7 +3,7 @@
 // query for all of them) and nudges their streams when the ledger is ahead of
 // what they have passed. Events whose publish was lost — Redis down, a process
 // killed between commit and publish, a recovery loop running without Redis —
-// therefore still arrive, within one interval, with no client action.
+// therefore still arrive, within two intervals, with no client action.
 import type { Db } from "../db/client.js";
 import { queryAll, sql } from "../db/sql.js";
 import type { Logger } from "../log.js";

@@ -1,9 +1,9 @@
 // acquireExecution: the second lock, taken when work starts. The checkout says
 // who holds the issue; the execution lock says which run is working this
 // attempt. Taking it counts the attempt.
-import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJson, queryOne, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { RUN_CTE_COLUMNS, refuseRun } from "./deps.js";
+import { lockedIssuesCte, refuseRun, runCte } from "./deps.js";
 import type { AcquireExecutionResult, AgentActor, Issue, LockEvent, RunView } from "./types.js";
 import { issueNotFound } from "./types.js";
 
@@ -28,17 +28,8 @@ interface AcquireRow {
  */
 function acquireStatement(runId: string, actor: AgentActor, issueId: string) {
   return sql`
-    WITH run AS (
-      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
-       WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid
-         FOR SHARE
-    ),
-    cur AS (
-      SELECT i.* FROM issues i
-       WHERE i.id = ${issueId}::uuid AND i.company_id = ${actor.companyId}::uuid
-         AND EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
-         FOR UPDATE
-    ),
+    WITH ${runCte(runId, actor, true)},
+    ${lockedIssuesCte(actor, [issueId])},
     verdict AS (
       SELECT CASE
         WHEN c.execution_run_id = ${runId}::uuid THEN 'ALREADY_HELD'

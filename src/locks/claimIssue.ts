@@ -4,7 +4,7 @@
 // together, and zero changed rows is a typed outcome, never an exception.
 import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { RUN_CTE_COLUMNS, refuseRun, withoutLive } from "./deps.js";
+import { RUN_CTE_COLUMNS, lockedIssuesCte, refuseRun, runCte, withoutLive } from "./deps.js";
 import { claimNextIssues } from "./claimIssues.js";
 import type { AgentActor, ClaimIssueResult, Issue, IssueStatus, LockEvent, RunView } from "./types.js";
 import { InvalidInputError, issueNotFound } from "./types.js";
@@ -63,17 +63,8 @@ interface CheckoutRow {
  */
 function checkoutStatement(runId: string, actor: AgentActor, issueId: string, expected: IssueStatus[]) {
   return sql`
-    WITH run AS (
-      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
-       WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid
-         FOR SHARE
-    ),
-    cur AS (
-      SELECT i.* FROM issues i
-       WHERE i.id = ${issueId}::uuid AND i.company_id = ${actor.companyId}::uuid
-         AND EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
-         FOR UPDATE
-    ),
+    WITH ${runCte(runId, actor, true)},
+    ${lockedIssuesCte(actor, [issueId])},
     holder AS (
       SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r WHERE r.id = (SELECT checkout_run_id FROM cur)
     ),

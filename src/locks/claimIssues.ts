@@ -1,9 +1,9 @@
 // claimIssues: take the checkout of the caller's next `limit` claimable issues
 // in one statement (CLAIM_NEXT_SKIP_LOCKED). claimIssue without an issue id is
 // this with limit 1.
-import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJson, queryOne, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { RUN_CTE_COLUMNS, refuseRun, withoutLive } from "./deps.js";
+import { refuseRun, runCte, withoutLive } from "./deps.js";
 import type { AgentActor, Issue, LockEvent, NoIssueAvailable, Run, RunNotActive, RunView } from "./types.js";
 import { InvalidInputError } from "./types.js";
 
@@ -34,11 +34,7 @@ export function claimNextStatement(runId: string, actor: AgentActor, includeUnas
     ? sql`(i.assignee_agent_id = ${actor.agentId}::uuid OR i.assignee_agent_id IS NULL)`
     : sql`i.assignee_agent_id = ${actor.agentId}::uuid`;
   return sql`
-    WITH run AS (
-      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
-       WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid
-         FOR SHARE
-    ),
+    WITH ${runCte(runId, actor, true)},
     next AS (
       SELECT i.id FROM issues i
        WHERE i.company_id = ${actor.companyId}::uuid

@@ -1,4 +1,5 @@
 import type { Db } from "../db/client.js";
+import { raw, sql } from "../db/sql.js";
 import type { AgentActor, LockEvent, Run, RunNotActive, RunView } from "./types.js";
 import { ForbiddenError, runNotActive } from "./types.js";
 
@@ -28,8 +29,36 @@ export function refuseRun(run: RunView | null, runId: string, actor: AgentActor)
   return null;
 }
 
-/** The `run` CTE shared by the agent mutations: the named run, if it is in the caller's company, with its liveness. */
+/** A run row with its liveness on the database clock (the one definition of "dead": baton_run_is_live). */
 export const RUN_CTE_COLUMNS = `r.*, baton_run_is_live(r.status, r.lease_expires_at) AS live`;
+
+/**
+ * The `run` CTE of the agent mutations: the named run, if it is in the
+ * caller's company, with its liveness. Statements that can take a new lock
+ * read it FOR SHARE, so that finishRun and the recovery sweep (which update
+ * the run row first) either wait for them or make them see a dead run.
+ */
+export const runCte = (runId: string, actor: AgentActor, forShare: boolean) => sql`
+    run AS (
+      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
+       WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid
+       ${raw(forShare ? "FOR SHARE" : "")}
+    )`;
+
+/**
+ * The `cur` CTE: the named issues of the caller's company, locked FOR UPDATE
+ * (in id order, so that statements locking several never deadlock) and read
+ * at their newest version, so a verdict made on them cannot go stale before
+ * the change. Nothing is locked unless the run may act.
+ */
+export const lockedIssuesCte = (actor: AgentActor, issueIds: readonly string[]) => sql`
+    cur AS (
+      SELECT i.* FROM issues i
+       WHERE i.id = ANY(${[...issueIds]}::uuid[]) AND i.company_id = ${actor.companyId}::uuid
+         AND EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
+       ORDER BY i.id
+         FOR UPDATE
+    )`;
 
 /**
  * Where an issue goes when its hold ends without DONE/BLOCKED: back to OPEN,

@@ -3,7 +3,7 @@
 // clear together. releaseIssue is this with one id.
 import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { CLEAR_LOCKS, RUN_CTE_COLUMNS, refuseRun, reopenOrEscalate } from "./deps.js";
+import { CLEAR_LOCKS, lockedIssuesCte, refuseRun, reopenOrEscalate, runCte } from "./deps.js";
 import type {
   AgentActor,
   Issue,
@@ -50,17 +50,8 @@ type Verdict = "NOT_OWNER" | "INVALID" | "RELEASE";
  */
 function releaseStatement(runId: string, actor: AgentActor, issueIds: string[], outcome: ReleaseOutcome, reason: string) {
   return sql`
-    WITH run AS (
-      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
-       WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid
-    ),
-    cur AS (
-      SELECT i.* FROM issues i
-       WHERE i.id = ANY(${issueIds}::uuid[]) AND i.company_id = ${actor.companyId}::uuid
-         AND EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
-       ORDER BY i.id
-         FOR UPDATE
-    ),
+    WITH ${runCte(runId, actor, false)},
+    ${lockedIssuesCte(actor, issueIds)},
     verdict AS (
       SELECT c.id, CASE
         WHEN c.checkout_run_id IS DISTINCT FROM ${runId}::uuid THEN 'NOT_OWNER'

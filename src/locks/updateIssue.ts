@@ -2,7 +2,6 @@
 // life cycle that belongs to the board (docs/lifecycle.md).
 import { appendEvents, issueJson, queryOne, raw, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { CLEAR_LOCKS } from "./deps.js";
 import type { Issue, IssuePriority, IssueStatus, LockEvent, UpdateIssueResult } from "./types.js";
 import { ISSUE_STATUSES, InvalidInputError, issueNotFound } from "./types.js";
 import { validateMaxAttempts, validateTitle, validateDescription } from "./validate.js";
