@@ -13,8 +13,8 @@ const CLAIM = `mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true
 
 export async function run(options: BenchOptions): Promise<ScenarioResult> {
   const levels = [1, 4, 16, 64];
-  const seconds = options.quick ? 3 : 10;
-  const backlog = options.quick ? 50_000 : 200_000;
+  const seconds = options.quick ? 2 : 10;
+  const backlog = options.quick ? 20_000 : 200_000;
   const f = await fixture("baton_bench_claims", 64, 4711);
   const rows: ScenarioResult["rows"] = [];
   const api: [number, number][] = [];

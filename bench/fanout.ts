@@ -483,8 +483,8 @@ async function runTier(
 }
 
 export async function run(options: BenchOptions, overrides: FanoutOverrides = {}): Promise<ScenarioResult> {
-  const events = overrides.events ?? (options.quick ? 100 : 1000);
-  const rate = overrides.rate ?? 10;
+  const events = overrides.events ?? (options.quick ? 40 : 1000);
+  const rate = overrides.rate ?? (options.quick ? 20 : 10);
   const notes: string[] = [];
   const limit = openFileLimit();
   // Each subscriber costs one fd here (its client socket); the two API

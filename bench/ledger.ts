@@ -11,8 +11,8 @@ import type { BenchOptions, ScenarioResult } from "./scenario.js";
 
 export async function run(options: BenchOptions): Promise<ScenarioResult> {
   const clients = 16;
-  const seconds = options.quick ? 3 : 10;
-  const backlog = options.quick ? 50_000 : 200_000;
+  const seconds = options.quick ? 2 : 10;
+  const backlog = options.quick ? 20_000 : 200_000;
   const f = await fixture("baton_bench_ledger", clients, 4713);
   const rows: ScenarioResult["rows"] = [];
   try {

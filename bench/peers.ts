@@ -41,7 +41,7 @@ interface Plan {
 // NOTES-performance.md: a fast mode draining 3000 jobs in 0.1 s would mostly
 // measure its start-up.
 const QUICK: Plan = {
-  seconds: 5,
+  seconds: 3,
   batonBacklog: 3000,
   batonBatchedBacklog: 30_000,
   graphileDefaultBacklog: 10_000,

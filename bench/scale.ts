@@ -9,7 +9,7 @@ import type { BenchOptions, ScenarioResult } from "./scenario.js";
 export async function run(options: BenchOptions): Promise<ScenarioResult> {
   const sizes = options.quick ? [10_000, 100_000] : [10_000, 100_000, 1_000_000];
   const agents = 4;
-  const seconds = options.quick ? 3 : 8;
+  const seconds = options.quick ? 2 : 8;
   const f = await fixture("baton_bench_scale", agents, 4712);
   const rows: ScenarioResult["rows"] = [];
   const points: [number, number][] = [];

@@ -148,7 +148,12 @@ export function buildApp(deps: AppDeps): App {
         {
           // Authenticate once per connection; an unknown token closes it (4403).
           onConnect: async (ctx) => {
-            const principal = await resolver.resolve(ctx.connectionParams?.authorization ?? ctx.extra.request.headers.authorization);
+            const principal = await resolver
+              .resolve(ctx.connectionParams?.authorization ?? ctx.extra.request.headers.authorization)
+              .catch((err: unknown) => {
+                deps.log("error", "could not authenticate a WebSocket connection", errorFields(err));
+                return null;
+              });
             if (!principal) return false;
             ctx.extra.principal = principal;
             return true;
@@ -159,7 +164,13 @@ export function buildApp(deps: AppDeps): App {
               request: undefined as never,
               params,
             });
-            const document = enveloped.parse(params.query);
+            let document;
+            try {
+              document = enveloped.parse(params.query);
+            } catch (err) {
+              // A malformed operation ends that subscription, not the socket.
+              return [err instanceof GraphQLError ? err : new GraphQLError("could not parse the operation", { extensions: { code: "BAD_USER_INPUT" } })];
+            }
             const args = {
               schema: enveloped.schema,
               operationName: params.operationName,

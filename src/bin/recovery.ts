@@ -83,8 +83,12 @@ async function main() {
     if (once) break;
     exitCode = 0;
     await new Promise<void>((resolve) => {
-      wake = resolve;
-      setTimeout(resolve, config.recoveryIntervalMs).unref();
+      // Not unref()'d: this timer is what keeps an idle loop alive between sweeps.
+      const timer = setTimeout(resolve, config.recoveryIntervalMs);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
     });
   }
   metricsServer?.close();

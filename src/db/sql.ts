@@ -115,21 +115,30 @@ function isRetryable(err: unknown): boolean {
 }
 
 /**
- * Runs one statement and returns its single result row. The lock statements
- * are built so that they cannot deadlock in normal operation, but two agents
- * racing on a run at the instant its lease expires can (each waits on the
- * other's row lock); PostgreSQL then aborts one, which changed nothing, and it
- * is simply run again.
+ * Runs `attempt` again when PostgreSQL aborted it as a deadlock victim (or a
+ * serialization failure): an aborted statement or transaction changed nothing.
+ * The lock statements are built so that they cannot deadlock in normal
+ * operation, but two agents racing on a run at the instant its lease expires
+ * can (each waits on the other's row lock).
  */
-export async function queryOne<T>(db: Pick<Db, "$queryRaw">, query: Sql): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
+export async function retryingAborts<T>(attempt: () => Promise<T>): Promise<T> {
+  for (let n = 1; ; n++) {
     try {
-      const rows = await db.$queryRaw<T[]>(query);
-      return rows[0] as T;
+      return await attempt();
     } catch (err) {
-      if (attempt >= 3 || !isRetryable(err)) throw err;
+      if (n >= 3 || !isRetryable(err)) throw err;
     }
   }
+}
+
+/** Runs one statement and returns its single result row (retrying an aborted one). */
+export async function queryOne<T>(db: Pick<Db, "$queryRaw">, query: Sql): Promise<T> {
+  return retryingAborts(async () => (await db.$queryRaw<T[]>(query))[0] as T);
+}
+
+/** The same inside a transaction: no retry here (the transaction is retried as a whole). */
+export async function queryOneInTransaction<T>(tx: Pick<Db, "$queryRaw">, query: Sql): Promise<T> {
+  return (await tx.$queryRaw<T[]>(query))[0] as T;
 }
 
 export async function queryAll<T>(db: Pick<Db, "$queryRaw">, query: Sql): Promise<T[]> {

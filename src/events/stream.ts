@@ -27,18 +27,87 @@ export interface StreamOptions {
   /** Live events buffered for a slow consumer before the stream is closed. */
   maxBuffered?: number;
   pageSize?: number;
+  /** Called once when the stream starts and once when it ends, however it ends. */
+  onOpen?: () => void;
+  onClose?: () => void;
+}
+
+/** Lets return() reach a stream that is waiting for events. */
+interface Control {
+  closed: boolean;
+  wake: () => void;
+}
+
+/**
+ * The stream as an async iterator whose return() takes effect at once. (An
+ * async generator's return() waits for its next yield, and a stream waiting
+ * for a matching event may never yield again: a closed subscription would keep
+ * its listeners for ever.) Ending wakes the wait; the loop sees `closed`, and
+ * its finally unsubscribes.
+ */
+export function lockEventStream(
+  db: Db,
+  bus: EventBus,
+  watcher: LedgerWatcher | null,
+  filter: StreamFilter,
+  options: StreamOptions = {},
+): AsyncIterableIterator<LockEvent> {
+  const control: Control = { closed: false, wake: () => {} };
+  const inner = streamEvents(db, bus, watcher, filter, options, control);
+  let open = true;
+  options.onOpen?.();
+  const end = () => {
+    if (open) options.onClose?.();
+    open = false;
+  };
+  const stop = () => {
+    control.closed = true;
+    control.wake();
+  };
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next() {
+      try {
+        const result = await inner.next();
+        if (result.done) end();
+        return result;
+      } catch (err) {
+        end();
+        throw err;
+      }
+    },
+    async return() {
+      stop();
+      try {
+        return await inner.return(undefined);
+      } finally {
+        end();
+      }
+    },
+    async throw(err?: unknown) {
+      stop();
+      try {
+        return await inner.throw(err);
+      } finally {
+        end();
+      }
+    },
+  };
 }
 
 export class SubscriptionOverflowError extends Error {
   override name = "SubscriptionOverflowError";
 }
 
-export async function* lockEventStream(
+async function* streamEvents(
   db: Db,
   bus: EventBus,
   watcher: LedgerWatcher | null,
   filter: StreamFilter,
-  options: StreamOptions = {},
+  options: StreamOptions,
+  control: Control,
 ): AsyncGenerator<LockEvent> {
   const maxBuffered = options.maxBuffered ?? 10_000;
   const pageSize = options.pageSize ?? 500;
@@ -54,6 +123,8 @@ export async function* lockEventStream(
     wake = null;
     w?.();
   };
+  control.wake = notify;
+  if (control.closed) return;
   const unsubscribe = await bus.subscribe(filter.companyId, (event) => {
     if (buffered.length >= maxBuffered) overflowed = true;
     else buffered.push(event);
@@ -88,6 +159,7 @@ export async function* lockEventStream(
       for (;;) {
         const page = await listLockEvents(db, filter.companyId, { afterSeq: last.toString(), first: pageSize });
         for (const e of page) {
+          if (control.closed) return;
           const seq = BigInt(e.seq);
           if (until !== null && seq > until) return;
           last = seq;
@@ -98,6 +170,7 @@ export async function* lockEventStream(
     }
     if (filter.afterSeq != null) yield* fromLedger(null);
     for (;;) {
+      if (control.closed) return;
       if (overflowed) {
         throw new SubscriptionOverflowError(
           `subscriber fell more than ${maxBuffered} events behind; resubscribe with afterSeq: "${last}" to resume`,
@@ -111,13 +184,14 @@ export async function* lockEventStream(
       buffered = [];
       batch.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
       for (const e of batch) {
+        if (control.closed) return;
         const seq = BigInt(e.seq);
         if (seq <= last) continue;
         if (seq > last + 1n) yield* fromLedger(seq - 1n);
         last = seq;
         if (matches(e)) yield e;
       }
-      if (buffered.length === 0 && !refill && !overflowed) await new Promise<void>((resolve) => (wake = resolve));
+      if (buffered.length === 0 && !refill && !overflowed && !control.closed) await new Promise<void>((resolve) => (wake = resolve));
     }
   } finally {
     stopWatching();

@@ -32,37 +32,35 @@ export function createContext(services: AppServices, principal: Principal | null
   return { principal, services, loadIssue: issueLoader(services.db, principal?.companyId ?? null) };
 }
 
-/** A minimal DataLoader: lookups made in the same tick go to the database as one query. */
+/**
+ * A minimal DataLoader: lookups made in the same tick go to the database as
+ * one query. Nothing is kept after a batch settles (a subscription's context
+ * lives as long as the subscription, and `issue` means the issue as it is now).
+ */
 function issueLoader(db: Db, companyId: string | null): (id: string) => Promise<Issue | null> {
-  let pending: Map<string, ((issue: Issue | null) => void)[]> | null = null;
-  const cache = new Map<string, Promise<Issue | null>>();
-  return (id) => {
-    const hit = cache.get(id);
-    if (hit) return hit;
-    const promise = new Promise<Issue | null>((resolve, reject) => {
+  type Waiter = { resolve: (issue: Issue | null) => void; reject: (err: unknown) => void };
+  let pending: Map<string, Waiter[]> | null = null;
+  return (id) =>
+    new Promise<Issue | null>((resolve, reject) => {
       if (!pending) {
-        const batch = (pending = new Map());
+        const batch = (pending = new Map<string, Waiter[]>());
         setImmediate(() => {
           pending = null;
           getIssues(db, [...batch.keys()], companyId).then(
             (issues) => {
               const byId = new Map(issues.map((i) => [i.id, i]));
-              for (const [key, waiters] of batch) for (const w of waiters) w(byId.get(key) ?? null);
+              for (const [key, waiters] of batch) for (const w of waiters) w.resolve(byId.get(key) ?? null);
             },
             (err: unknown) => {
-              for (const key of batch.keys()) cache.delete(key);
-              reject(err);
+              for (const waiters of batch.values()) for (const w of waiters) w.reject(err);
             },
           );
         });
       }
       const waiters = pending.get(id) ?? [];
-      waiters.push(resolve);
+      waiters.push({ resolve, reject });
       pending.set(id, waiters);
     });
-    cache.set(id, promise);
-    return promise;
-  };
 }
 
 export const unauthenticated = () =>

@@ -3,17 +3,6 @@ import { builder } from "./builder.js";
 import { requireCompanyReader, validateId } from "./context.js";
 import { parseSeq } from "./queries.js";
 import { LockEventRef } from "./types/lockEvent.js";
-import type { Metrics } from "../metrics.js";
-
-/** Keeps the active-subscriptions gauge while the stream is open. */
-async function* counted<T>(metrics: Metrics, stream: AsyncGenerator<T>): AsyncGenerator<T> {
-  metrics.subscriptions.inc();
-  try {
-    yield* stream;
-  } finally {
-    metrics.subscriptions.dec();
-  }
-}
 
 builder.subscriptionFields((t) => ({
   lockChanged: t.field({
@@ -33,7 +22,11 @@ builder.subscriptionFields((t) => ({
         agentId: args.agentId != null ? validateId("agentId", args.agentId) : null,
         afterSeq: parseSeq("afterSeq", args.afterSeq),
       };
-      return counted(ctx.services.metrics, lockEventStream(ctx.services.db, ctx.services.bus, ctx.services.watcher, filter));
+      const { metrics } = ctx.services;
+      return lockEventStream(ctx.services.db, ctx.services.bus, ctx.services.watcher, filter, {
+        onOpen: () => metrics.subscriptions.inc(),
+        onClose: () => metrics.subscriptions.dec(),
+      });
     },
     resolve: (event) => event,
   }),

@@ -31,7 +31,6 @@ async function claimNext(deps: LockDeps, actor: AgentActor, runId: string, inclu
 }
 
 type Verdict =
-  | "NOT_FOUND"
   | "ALREADY_HELD"
   | "UNEXPECTED_STATUS"
   | "HELD"
@@ -46,7 +45,7 @@ interface CheckoutRow {
   verdict: Verdict | null;
   current: Issue | null;
   issue: Issue | null;
-  holder: (RunView & { timedOutNow: boolean }) | null;
+  holder: Pick<RunView, "id" | "agentId" | "status" | "live"> | null;
   events: LockEvent[];
 }
 
@@ -141,7 +140,7 @@ async function checkoutNamed(
   if (refused) return refused;
   const run = withoutLive(row.run!);
   const cur = row.current;
-  if (!cur || !row.verdict || row.verdict === "NOT_FOUND") return issueNotFound(issueId);
+  if (!cur || !row.verdict) return issueNotFound(issueId);
   switch (row.verdict) {
     case "ALREADY_HELD":
       return { __typename: "IssueClaimed", issue: cur, run, alreadyHeld: true, adopted: false };

@@ -24,18 +24,29 @@ const agentsWithWork = (companyId: string) => sql`
 
 export async function runHeartbeat(deps: LockDeps, companyId: string): Promise<HeartbeatTick> {
   const agents = await queryAll<{ agentId: string; agentNameKey: string }>(deps.db, agentsWithWork(companyId));
-  const results = await Promise.all(
+  const started: Run[] = [];
+  const results = await Promise.allSettled(
     agents.map(async ({ agentId, agentNameKey }) => {
       const actor = { companyId, agentId, agentNameKey };
       const run = await startRun(deps, actor);
+      started.push(run);
       const claimed = await claimIssue(deps, actor, { runId: run.id });
       if (claimed.__typename === "IssueClaimed") return { run: claimed.run, claim: claimed };
       const finished = await finishRun(deps, actor, run.id, "SUCCEEDED");
       return { run: finished.__typename === "RunUpdated" ? finished.run : run, claim: null };
     }),
   );
-  return {
-    runs: results.map((r) => r.run),
-    claims: results.flatMap((r) => (r.claim ? [r.claim] : [])),
-  };
+  const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (failure) {
+    // Nobody will hear of these runs: end them now (releasing anything they
+    // claimed, at no attempt's cost) rather than leave it to their leases.
+    await Promise.allSettled(
+      started.map((run) =>
+        finishRun(deps, { companyId, agentId: run.agentId, agentNameKey: "" }, run.id, "CANCELLED"),
+      ),
+    );
+    throw failure.reason;
+  }
+  const ok = results.map((r) => (r as PromiseFulfilledResult<{ run: Run; claim: IssueClaimed | null }>).value);
+  return { runs: ok.map((r) => r.run), claims: ok.flatMap((r) => (r.claim ? [r.claim] : [])) };
 }

@@ -1,7 +1,7 @@
 // Heartbeat runs: an agent's unit of liveness. A run holds locks only while it
 // is RUNNING and its lease (on the database clock) lies in the future.
 import type { Db } from "../db/client.js";
-import { appendEvents, queryOne, raw, runJson, sql } from "../db/sql.js";
+import { appendEvents, queryOne, queryOneInTransaction, raw, retryingAborts, runJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { CLEAR_LOCKS, reopenOrEscalate } from "./deps.js";
 import type { AgentActor, LockEvent, Run, RunResult, RunStatus } from "./types.js";
@@ -70,6 +70,9 @@ export async function heartbeatRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, 
   return diagnose(deps.db, actor, runId);
 }
 
+/** Room for a busy pool: a finishRun that cannot start would leave its locks to the lease. */
+const TRANSACTION_LIMITS = { maxWait: 10_000, timeout: 30_000 };
+
 export const FINAL_RUN_STATUSES: readonly RunStatus[] = ["SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"];
 
 /**
@@ -83,8 +86,8 @@ export async function finishRun(deps: LockDeps, actor: AgentActor, runId: string
   if (!FINAL_RUN_STATUSES.includes(status)) {
     throw new InvalidInputError(`status must be one of ${FINAL_RUN_STATUSES.join(", ")}`);
   }
-  const finished = await deps.db.$transaction(async (tx) => {
-    const run = await queryOne<{ run: Run | null }>(
+  const finished = await retryingAborts(() => deps.db.$transaction(async (tx) => {
+    const run = await queryOneInTransaction<{ run: Run | null }>(
       tx,
       sql`
         WITH finished AS (
@@ -98,7 +101,7 @@ export async function finishRun(deps: LockDeps, actor: AgentActor, runId: string
     if (!run.run) return null;
     const released = await releaseAllHeldBy(tx, actor.companyId, runId, actor.agentId, "RUN_FINISHED");
     return { run: run.run, events: released };
-  });
+  }, TRANSACTION_LIMITS));
   if (!finished) return diagnose(deps.db, actor, runId);
   deps.events.publish(finished.events);
   return { __typename: "RunUpdated", run: finished.run };
@@ -116,7 +119,7 @@ async function releaseAllHeldBy(
   agentId: string,
   reason: string,
 ): Promise<LockEvent[]> {
-  const row = await queryOne<{ events: LockEvent[] }>(
+  const row = await queryOneInTransaction<{ events: LockEvent[] }>(
     db,
     sql`
       WITH changed AS (

@@ -178,3 +178,45 @@ describe("lockChanged", () => {
     controller.abort();
   });
 });
+
+describe("subscription lifetimes", () => {
+  it("a closed subscription that never received a matching event lets go of everything", async () => {
+    const co = await createCompany(h, 1);
+    const gauge = async () => (await h.app.services.metrics.subscriptions.get()).values[0]?.value ?? 0;
+    const before = await gauge();
+    // A filter nothing will match: the stream waits for ever unless return() reaches it.
+    const idle = new Subscriber<Ops.LockChangedSubscription>(h.url, co.board.token).start(Ops.LockChangedDocument, {
+      companyId: co.id,
+      issueId: "00000000-0000-4000-8000-000000000042",
+    });
+    const { eventually } = await import("../helpers/race.js");
+    await eventually(async () => ((await gauge()) === before + 1 ? true : undefined), "the subscription to open");
+    await idle.close();
+    await eventually(async () => ((await gauge()) === before ? true : undefined), "the closed subscription to be released");
+  });
+
+  it("a malformed operation ends that subscription only, not the socket", async () => {
+    const co = await createCompany(h, 1);
+    const { createClient } = await import("graphql-ws");
+    const WebSocket = (await import("ws")).default;
+    const client = createClient({ url: h.url.replace(/^http/, "ws"), webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${co.board.token}` }, retryAttempts: 0 });
+    try {
+      const broken = await new Promise<unknown>((resolve) => {
+        client.subscribe({ query: "subscription {" }, { next: () => {}, error: resolve, complete: () => resolve(null) });
+      });
+      expect(JSON.stringify(broken)).toMatch(/Syntax Error|parse/);
+      const ok = await new Promise<unknown>((resolve, reject) => {
+        const dispose = client.subscribe(
+          { query: "subscription($c: ID!) { lockChanged(companyId: $c, afterSeq: \"0\") { seq } }", variables: { c: co.id } },
+          { next: (v) => (dispose(), resolve(v)), error: reject, complete: () => {} },
+        );
+        void co.board.ok(Ops.CreateIssueDocument, { input: { title: "t", assigneeAgentId: null } });
+        const agent = co.agents[0]!;
+        void agent.client.ok(Ops.StartRunDocument).then(({ startRun }) => agent.client.ok(Ops.ClaimIssueDocument, { runId: startRun.id, includeUnassigned: true }));
+      });
+      expect(ok).toMatchObject({ data: { lockChanged: { seq: "1" } } });
+    } finally {
+      await client.dispose();
+    }
+  });
+});
