@@ -1,7 +1,8 @@
 // `npm run bench` (-- --quick for about a minute; -- --only claims,scale to
 // pick scenarios). Runs each scenario against PostgreSQL on this machine,
 // prints a Markdown table per scenario, and writes bench/results/latest.json,
-// bench/results/latest.md and bench/results/claims.svg (linked from README).
+// bench/results/latest.md and bench/results/claims.svg (linked from README);
+// a --quick run writes bench/results/quick.* instead (not committed).
 import { mkdirSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { defaultOptions } from "./lib.js";
@@ -48,11 +49,13 @@ for (const name of names) {
 
 mkdirSync("bench/results", { recursive: true });
 const header = `Measured ${started.toISOString()} on this machine (${options.quick ? "quick" : "full"} run): PostgreSQL and the API on the same 2 cores, loopback.\n`;
-writeFileSync("bench/results/latest.json", JSON.stringify({ at: started.toISOString(), quick: options.quick, results, failures }, null, 2) + "\n");
-writeFileSync("bench/results/latest.md", `# Baton benchmarks\n\n${header}\n${results.map(table).join("\n")}`);
+const prefix = options.quick ? "bench/results/quick" : "bench/results/latest";
+writeFileSync(`${prefix}.json`, JSON.stringify({ at: started.toISOString(), quick: options.quick, results, failures }, null, 2) + "\n");
+writeFileSync(`${prefix}.md`, `# Baton benchmarks\n\n${header}\n${results.map(table).join("\n")}`);
 const claims = results.find((r) => r.chart);
-if (claims?.chart) writeFileSync("bench/results/claims.svg", renderChart(claims.chart));
-console.log(`\nwrote bench/results/latest.{json,md}${claims?.chart ? " and claims.svg" : ""}`);
+const chartFile = options.quick ? "bench/results/quick-claims.svg" : "bench/results/claims.svg";
+if (claims?.chart) writeFileSync(chartFile, renderChart(claims.chart));
+console.log(`\nwrote ${prefix}.{json,md}${claims?.chart ? ` and ${chartFile}` : ""}`);
 if (failures.length) {
   console.log(`failed scenarios:\n${failures.map((f) => `- ${f}`).join("\n")}`);
   process.exit(1);
