@@ -26,7 +26,7 @@ describe("runs and leases", () => {
     );
     expect(lease).toBeGreaterThan(25);
     expect(lease).toBeLessThanOrEqual(30);
-    await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() + interval '1 second' WHERE id = $1", [run.id]);
+    await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() + interval '5 seconds' WHERE id = $1", [run.id]);
     const { heartbeatRun } = await acme.agents[0]!.client.ok(Ops.HeartbeatRunDocument, { runId: run.id });
     expect(heartbeatRun.__typename).toBe("RunUpdated");
     const { left } = await h.one<{ left: number }>(
