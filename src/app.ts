@@ -20,6 +20,8 @@ import { createContext } from "./graphql/context.js";
 import { queryShapeRule } from "./graphql/limits.js";
 import { schema } from "./graphql/schema.js";
 import { ForbiddenError, InvalidInputError } from "./locks/types.js";
+import { ClaimBatcher } from "./locks/claimBatcher.js";
+import type { LockDeps } from "./locks/deps.js";
 import type { Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
 import { errorFields } from "./log.js";
@@ -60,6 +62,10 @@ function maskError(log: Logger) {
   };
 }
 
+function withClaimBatching(locks: LockDeps): LockDeps {
+  return { ...locks, claims: new ClaimBatcher(locks) };
+}
+
 export function buildApp(deps: AppDeps): App {
   const resolver = new PrincipalResolver(deps.db, deps.adminToken);
   const services: AppServices = {
@@ -68,7 +74,7 @@ export function buildApp(deps: AppDeps): App {
     watcher: new LedgerWatcher(deps.db, deps.ledgerPollMs ?? 1000, deps.log),
     log: deps.log,
     metrics: new Metrics({ events: deps.bus }),
-    locks: { db: deps.db, events: deps.bus, leaseSeconds: deps.leaseSeconds },
+    locks: withClaimBatching({ db: deps.db, events: deps.bus, leaseSeconds: deps.leaseSeconds }),
   };
   const shapeLimits: Plugin = {
     onValidate({ addValidationRule }) {

@@ -25,6 +25,14 @@ export async function claimIssue(deps: LockDeps, actor: AgentActor, input: Claim
 }
 
 async function claimNext(deps: LockDeps, actor: AgentActor, runId: string, includeUnassigned: boolean): Promise<ClaimIssueResult> {
+  if (deps.claims) {
+    // Grouped with the company's other claims in flight (CLAIM_NEXT_FOR_EACH).
+    const { run, issue } = await deps.claims.claim({ actor, runId, includeUnassigned });
+    const refused = refuseRun(run, runId, actor);
+    if (refused) return refused;
+    if (!issue || !run) return { __typename: "NoIssueAvailable", message: "no claimable issue" };
+    return { __typename: "IssueClaimed", issue, run: withoutLive(run), alreadyHeld: false, adopted: false };
+  }
   const claimed = await claimNextIssues(deps, actor, { runId, includeUnassigned, limit: 1 });
   if (claimed.__typename !== "IssuesClaimed") return claimed;
   return { __typename: "IssueClaimed", issue: claimed.issues[0]!, run: claimed.run, alreadyHeld: false, adopted: false };

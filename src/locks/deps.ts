@@ -1,6 +1,6 @@
 import type { Db } from "../db/client.js";
 import { raw, sql } from "../db/sql.js";
-import type { AgentActor, LockEvent, Run, RunNotActive, RunView } from "./types.js";
+import type { AgentActor, Issue, LockEvent, Run, RunNotActive, RunView } from "./types.js";
 import { ForbiddenError, runNotActive } from "./types.js";
 
 /** Where committed events go: the pub/sub fan-out. Never throws. */
@@ -13,6 +13,8 @@ export interface LockDeps {
   readonly db: Db;
   readonly events: EventSink;
   readonly leaseSeconds: number;
+  /** Group commit for claim-next (claimBatcher.ts); without it each claim is its own statement. */
+  readonly claims?: { claim(request: { actor: AgentActor; runId: string; includeUnassigned: boolean }): Promise<{ run: RunView | null; issue: Issue | null }> };
 }
 
 /**

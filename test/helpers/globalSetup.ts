@@ -5,12 +5,15 @@ import { databaseUrl, templateName, withAdmin } from "./db.js";
 export default async function setup() {
   const template = await templateName();
   await withAdmin(async (client) => {
-    // Test databases of earlier runs that did not get to drop theirs.
+    // Test databases of earlier runs that did not get to drop theirs. Only
+    // those nobody is connected to: another test run may be using its own.
     const { rows } = await client.query<{ datname: string }>(
-      `SELECT datname FROM pg_database WHERE datname LIKE 'baton_test_%' OR (datname LIKE 'baton_template_%' AND datname <> $1)`,
+      `SELECT d.datname FROM pg_database d
+        WHERE (d.datname LIKE 'baton_test_%' OR (d.datname LIKE 'baton_template_%' AND d.datname <> $1))
+          AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)`,
       [template],
     );
-    for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+    for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS "${datname}"`).catch(() => {});
     const exists = await client.query(`SELECT 1 FROM pg_database WHERE datname = $1`, [template]);
     if (exists.rowCount === 0) await client.query(`CREATE DATABASE "${template}"`);
   });
