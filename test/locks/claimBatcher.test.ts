@@ -1,0 +1,77 @@
+// Group commit for claim-next: claims made while a statement is in flight go
+// out together in the next one, and each gets what claiming one after another
+// in arrival order would have given it.
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { ClaimBatcher } from "../../src/locks/claimBatcher.js";
+import type { ClaimRequest } from "../../src/locks/claimBatcher.js";
+import type { LockEvent } from "../../src/locks/types.js";
+import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Harness } from "../helpers/harness.js";
+
+let h: Harness;
+const published: LockEvent[] = [];
+let batcher: ClaimBatcher;
+
+beforeAll(async () => {
+  h = await startHarness();
+  batcher = new ClaimBatcher({ db: h.db.prisma, events: { publish: (e) => void published.push(...e) }, leaseSeconds: 60 });
+});
+afterAll(() => h?.close());
+
+async function setup(agents: number) {
+  const co = await createCompany(h, agents);
+  const runs = await Promise.all(co.agents.map(async (a) => (await a.client.ok(Ops.StartRunDocument)).startRun));
+  const actor = (i: number) => ({ companyId: co.id, agentId: co.agents[i]!.id, agentNameKey: `agent-${i + 1}` });
+  return { co, runs, actor };
+}
+
+it("a group hands out distinct issues in claim order, as sequential claims in arrival order would", async () => {
+  const { co, runs, actor } = await setup(1);
+  const a = co.agents[0]!;
+  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
+    inputs: (["LOW", "CRITICAL", "MEDIUM", "HIGH", "CRITICAL", "LOW"] as const).map((priority, i) => ({ title: `t${i}`, priority, assigneeAgentId: a.id })),
+  });
+  const byId = new Map(createIssues.map((i) => [i.id, i.priority]));
+  // All in one tick: the first goes alone, the other six wait and go out as one group.
+  const answers = await Promise.all(Array.from({ length: 7 }, () => batcher.claim({ actor: actor(0), runId: runs[0]!.id, includeUnassigned: false })));
+  const got = answers.map((x) => (x.issue ? byId.get(x.issue.id) : null));
+  expect(got).toEqual(["CRITICAL", "CRITICAL", "HIGH", "MEDIUM", "LOW", "LOW", null]);
+  expect(new Set(answers.flatMap((x) => (x.issue ? [x.issue.id] : []))).size).toBe(6);
+  const events = published.filter((e) => e.companyId === co.id);
+  expect(events.map((e) => e.seq)).toEqual(["1", "2", "3", "4", "5", "6"]);
+});
+
+it("each request keeps to its own eligibility, and a dead or foreign run gets nothing", async () => {
+  const { co, runs, actor } = await setup(3);
+  const [a, b] = [co.agents[0]!, co.agents[1]!];
+  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
+    inputs: [
+      { title: "a's", assigneeAgentId: a.id, priority: "LOW" },
+      { title: "pool 1", priority: "CRITICAL" },
+      { title: "pool 2", priority: "HIGH" },
+      { title: "b's", assigneeAgentId: b.id, priority: "CRITICAL" },
+    ],
+  });
+  const [aIssue, pool1, pool2, bIssue] = createIssues.map((i) => i.id) as [string, string, string, string];
+  await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [runs[2]!.id]);
+  const requests: ClaimRequest[] = [
+    { actor: actor(0), runId: runs[0]!.id, includeUnassigned: false }, // goes alone, first
+    { actor: actor(0), runId: runs[0]!.id, includeUnassigned: false }, // a has nothing more of its own
+    { actor: actor(1), runId: runs[1]!.id, includeUnassigned: true }, // b: the older CRITICAL (pool 1)
+    { actor: actor(1), runId: runs[1]!.id, includeUnassigned: true }, // then its own CRITICAL
+    { actor: actor(2), runId: runs[2]!.id, includeUnassigned: true }, // dead run
+    { actor: actor(0), runId: runs[1]!.id, includeUnassigned: true }, // a naming b's run
+    { actor: actor(0), runId: runs[0]!.id, includeUnassigned: true }, // a, now with the pool
+  ];
+  const answers = await Promise.all(requests.map((r) => batcher.claim(r)));
+  expect(answers.map((x) => x.issue?.id ?? null)).toEqual([aIssue, null, pool1, bIssue, null, null, pool2]);
+  expect(answers[4]!.run).toMatchObject({ live: false });
+  expect(answers[5]!.run).toMatchObject({ agentId: b.id }); // claimIssue turns this into FORBIDDEN
+  const held = await h.sql<{ id: string; checkout_run_id: string }>("SELECT id, checkout_run_id FROM issues WHERE company_id = $1 AND status = 'CLAIMED'", [co.id]);
+  expect(Object.fromEntries(held.map((r) => [r.id, r.checkout_run_id]))).toEqual({
+    [aIssue]: runs[0]!.id,
+    [bIssue]: runs[1]!.id,
+    [pool1]: runs[1]!.id,
+    [pool2]: runs[0]!.id,
+  });
+});
