@@ -3,7 +3,7 @@
 // prints a Markdown table per scenario, and writes bench/results/latest.json,
 // bench/results/latest.md and bench/results/claims.svg (linked from README);
 // a --quick run writes bench/results/quick.* instead (not committed).
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { defaultOptions } from "./lib.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";
@@ -50,8 +50,22 @@ for (const name of names) {
 mkdirSync("bench/results", { recursive: true });
 const header = `Measured ${started.toISOString()} on this machine (${options.quick ? "quick" : "full"} run): PostgreSQL and the API on the same 2 cores, loopback.\n`;
 const prefix = options.quick ? "bench/results/quick" : "bench/results/latest";
-writeFileSync(`${prefix}.json`, JSON.stringify({ at: started.toISOString(), quick: options.quick, results, failures }, null, 2) + "\n");
-writeFileSync(`${prefix}.md`, `# Baton benchmarks\n\n${header}\n${results.map(table).join("\n")}`);
+// With --only, the other scenarios' last results are kept (each says when it ran).
+const stamp = started.toISOString();
+let merged: (ScenarioResult & { at?: string })[] = results.map((r) => ({ ...r, at: stamp }));
+if (values.only && existsSync(`${prefix}.json`)) {
+  const previous = JSON.parse(readFileSync(`${prefix}.json`, "utf8")) as { at: string; results: (ScenarioResult & { at?: string })[] };
+  const fresh = new Map(merged.map((r) => [r.name, r]));
+  merged = [
+    ...previous.results.map((r) => fresh.get(r.name) ?? { ...r, at: r.at ?? previous.at }),
+    ...merged.filter((r) => !previous.results.some((p) => p.name === r.name)),
+  ];
+}
+writeFileSync(`${prefix}.json`, JSON.stringify({ at: stamp, quick: options.quick, results: merged, failures }, null, 2) + "\n");
+writeFileSync(
+  `${prefix}.md`,
+  `# Baton benchmarks\n\n${header}\n${merged.map((r) => table(r) + (r.at && r.at !== stamp ? `\n(measured ${r.at})\n` : "")).join("\n")}`,
+);
 const claims = results.find((r) => r.chart);
 const chartFile = options.quick ? "bench/results/quick-claims.svg" : "bench/results/claims.svg";
 if (claims?.chart) writeFileSync(chartFile, renderChart(claims.chart));
