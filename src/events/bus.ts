@@ -78,8 +78,11 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
     retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
   };
   const publisher = new Redis(redisUrl, { ...options, connectionName: "baton-publish" });
-  const subscriber = new Redis(redisUrl, { ...options, enableOfflineQueue: true, connectionName: "baton-subscribe" });
+  // The subscribe connection queues its commands while Redis is away, so a
+  // subscription opened during an outage starts when Redis is back.
+  const subscriber = new Redis(redisUrl, { ...options, enableOfflineQueue: true, maxRetriesPerRequest: null, connectionName: "baton-subscribe" });
   const listeners = new Listeners();
+  const channels = new Map<string, Promise<void>>();
   const reconnectListeners = new Set<() => void>();
   const stats = { published: 0, publishFailures: 0 };
   let lastError = 0;
@@ -127,17 +130,22 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
       );
     },
     async subscribe(companyId, listener) {
-      const first = listeners.add(companyId, listener);
-      if (first) {
-        try {
-          await subscriber.subscribe(channelOf(companyId));
-        } catch (err) {
-          listeners.remove(companyId, listener);
-          throw err;
-        }
+      if (listeners.add(companyId, listener)) {
+        // The first listener of a company subscribes its channel; listeners
+        // that arrive meanwhile wait for the same confirmation (or failure).
+        channels.set(companyId, subscriber.subscribe(channelOf(companyId)).then(() => {}));
+      }
+      try {
+        await channels.get(companyId);
+      } catch (err) {
+        if (listeners.remove(companyId, listener)) channels.delete(companyId);
+        throw err;
       }
       return () => {
-        if (listeners.remove(companyId, listener)) subscriber.unsubscribe(channelOf(companyId)).catch(() => {});
+        if (listeners.remove(companyId, listener)) {
+          channels.delete(companyId);
+          subscriber.unsubscribe(channelOf(companyId)).catch(() => {});
+        }
       };
     },
     onReconnect(listener) {
