@@ -15,16 +15,7 @@ let globex: Company;
 let globexIssue: Ops.IssueFieldsFragment;
 let globexRun: Ops.RunFieldsFragment;
 
-const TABLES = ["companies", "agents", "api_keys", "issues", "heartbeat_runs", "lock_events"] as const;
-
-/** Row count and a digest of every row of every table: equal snapshots mean nothing changed. */
-async function snapshot(): Promise<Record<string, string>> {
-  const columns = TABLES.map(
-    (t) => `(SELECT count(*) || ':' || coalesce(md5(string_agg(x::text, '|' ORDER BY x::text)), '') FROM ${t} x) AS ${t}`,
-  );
-  const [row] = await h.sql<Record<string, string>>(`SELECT ${columns.join(", ")}`);
-  return row!;
-}
+const snapshot = () => h.snapshot();
 
 /** Asserts that `res` failed with `code`, and that it leaks no stack trace. */
 function expectCode(res: GraphQLResponse<unknown>, code: string) {
@@ -445,7 +436,7 @@ describe("keys", () => {
     expect(rows.length).toBeGreaterThanOrEqual(all.length);
     for (const row of rows) for (const key of all) expect(row.key_hash).not.toBe(key);
     // No column of any table holds a key, or its random tail.
-    for (const table of TABLES) {
+    for (const table of ["companies", "agents", "api_keys", "issues", "heartbeat_runs", "lock_events"]) {
       const [dump] = await h.sql<{ text: string }>(`SELECT coalesce(string_agg(x::text, '|'), '') AS text FROM ${table} x`);
       for (const key of all) {
         expect(dump!.text.includes(key), `${table} holds a key`).toBe(false);

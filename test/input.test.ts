@@ -28,16 +28,7 @@ async function send<T = Record<string, unknown>>(client: Client, query: string |
   return res;
 }
 
-const TABLES = ["companies", "agents", "api_keys", "issues", "heartbeat_runs", "lock_events"] as const;
-
-/** Row count and a digest of every row of every table: equal snapshots mean nothing changed. */
-async function snapshot(): Promise<Record<string, string>> {
-  const columns = TABLES.map(
-    (t) => `(SELECT count(*) || ':' || coalesce(md5(string_agg(x::text, '|' ORDER BY x::text)), '') FROM ${t} x) AS ${t}`,
-  );
-  const [row] = await h.sql<Record<string, string>>(`SELECT ${columns.join(", ")}`);
-  return row!;
-}
+const snapshot = () => h.snapshot();
 
 async function unchanged(fn: () => Promise<void>) {
   const before = await snapshot();

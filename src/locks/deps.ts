@@ -78,3 +78,14 @@ export function withoutLive(run: RunView): Run {
   const { live: _live, ...rest } = run;
   return rest;
 }
+
+/**
+ * The `cur` CTE of the board's statements: one issue of the board's company,
+ * locked FOR UPDATE and read at its newest version.
+ */
+export const boardLockedIssueCte = (companyId: string, issueId: string) => sql`
+    cur AS (
+      SELECT i.* FROM issues i
+       WHERE i.id = ${issueId}::uuid AND i.company_id = ${companyId}::uuid
+         FOR UPDATE
+    )`;

@@ -1,7 +1,7 @@
 // forceReleaseIssue: the board takes an issue back from whatever holds it.
 import { appendEvents, issueJson, queryOne, raw, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { CLEAR_LOCKS, reopenOrEscalate } from "./deps.js";
+import { CLEAR_LOCKS, boardLockedIssueCte, reopenOrEscalate } from "./deps.js";
 import { MAX_REASON_LENGTH } from "./releaseIssues.js";
 import type { ForceReleaseResult, Issue, LockEvent } from "./types.js";
 import { InvalidInputError, issueNotFound } from "./types.js";
@@ -14,11 +14,7 @@ import { validateText } from "./validate.js";
  */
 function forceReleaseStatement(companyId: string, issueId: string, reason: string) {
   return sql`
-    WITH cur AS (
-      SELECT i.* FROM issues i
-       WHERE i.id = ${issueId}::uuid AND i.company_id = ${companyId}::uuid
-         FOR UPDATE
-    ),
+    WITH ${boardLockedIssueCte(companyId, issueId)},
     changed AS (
       UPDATE issues i
          SET status = ${raw(reopenOrEscalate("i"))}, ${raw(CLEAR_LOCKS)}, updated_at = now()

@@ -2,6 +2,7 @@
 // life cycle that belongs to the board (docs/lifecycle.md).
 import { appendEvents, issueJson, queryOne, raw, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
+import { boardLockedIssueCte } from "./deps.js";
 import type { Issue, IssuePriority, IssueStatus, LockEvent, UpdateIssueResult } from "./types.js";
 import { ISSUE_STATUSES, InvalidInputError, issueNotFound } from "./types.js";
 import { validateMaxAttempts, validateTitle, validateDescription } from "./validate.js";
@@ -52,11 +53,7 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
     value === undefined ? raw(`i.${column}`) : sql`${value}::${raw(cast)}`;
   const status = input.status ?? null;
   return sql`
-    WITH cur AS (
-      SELECT i.* FROM issues i
-       WHERE i.id = ${issueId}::uuid AND i.company_id = ${companyId}::uuid
-         FOR UPDATE
-    ),
+    WITH ${boardLockedIssueCte(companyId, issueId)},
     next AS (
       SELECT c.id,
              coalesce(${status}::issue_status, c.status) AS status,

@@ -16,6 +16,8 @@ import type { TestDatabase } from "./db.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
 
+const SNAPSHOT_TABLES = ["companies", "agents", "api_keys", "issues", "heartbeat_runs", "lock_events"] as const;
+
 export interface GraphQLResponse<T> {
   data?: T | null;
   errors?: { message: string; extensions?: { code?: string }; path?: string[] }[];
@@ -70,6 +72,8 @@ export interface Harness {
   client(token: string | null): Client;
   /** A plain pg connection for arranging rows (backdating leases) and checking tables. */
   sql<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<T[]>;
+  /** Row count and a digest of every row of every table: equal snapshots mean nothing changed. */
+  snapshot(): Promise<Record<string, string>>;
   /** The single row of a query that must return exactly one. */
   one<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<T>;
   /** Another API instance on the same database (its own pool and bus). */
@@ -116,6 +120,12 @@ export async function startHarness(options: { leaseSeconds?: number; redisUrl?: 
     admin: new Client(first.url, ADMIN_TOKEN),
     client: (token) => new Client(first.url, token),
     sql: async (text, values) => (await pool.query(text, values)).rows,
+    async snapshot() {
+      const columns = SNAPSHOT_TABLES.map(
+        (t) => `(SELECT count(*) || ':' || coalesce(md5(string_agg(x::text, '|' ORDER BY x::text)), '') FROM ${t} x) AS ${t}`,
+      );
+      return (await pool.query(`SELECT ${columns.join(", ")}`)).rows[0];
+    },
     async one(text, values) {
       const { rows } = await pool.query(text, values);
       if (rows.length !== 1) throw new Error(`expected one row, got ${rows.length}: ${text}`);
