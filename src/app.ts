@@ -20,7 +20,7 @@ import { createContext } from "./graphql/context.js";
 import { queryShapeRule } from "./graphql/limits.js";
 import { schema } from "./graphql/schema.js";
 import { ForbiddenError, InvalidInputError } from "./locks/types.js";
-import { ClaimBatcher } from "./locks/claimBatcher.js";
+import { createLockGroups } from "./locks/groups.js";
 import type { LockDeps } from "./locks/deps.js";
 import type { Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
@@ -62,8 +62,9 @@ function maskError(log: Logger) {
   };
 }
 
-function withClaimBatching(locks: LockDeps): LockDeps {
-  return { ...locks, claims: new ClaimBatcher(locks) };
+/** The API answers concurrent single-issue agent requests of a company with group commits. */
+function withGroupCommit(locks: LockDeps): LockDeps {
+  return { ...locks, groups: createLockGroups(locks) };
 }
 
 export function buildApp(deps: AppDeps): App {
@@ -74,7 +75,7 @@ export function buildApp(deps: AppDeps): App {
     watcher: new LedgerWatcher(deps.db, deps.ledgerPollMs ?? 1000, deps.log),
     log: deps.log,
     metrics: new Metrics({ events: deps.bus }),
-    locks: withClaimBatching({ db: deps.db, events: deps.bus, leaseSeconds: deps.leaseSeconds }),
+    locks: withGroupCommit({ db: deps.db, events: deps.bus, leaseSeconds: deps.leaseSeconds }),
   };
   const shapeLimits: Plugin = {
     onValidate({ addValidationRule }) {

@@ -1,61 +1,83 @@
 // acquireExecution: the second lock, taken when work starts. The checkout says
 // who holds the issue; the execution lock says which run is working this
-// attempt. Taking it counts the attempt.
+// attempt. Taking it counts the attempt. One statement answers one request or
+// a group of them (the API groups a company's concurrent acquisitions).
 import { appendEvents, issueJson, queryOne, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { lockedIssuesCte, refuseRun, runCte } from "./deps.js";
+import { refuseRun, requestedIssuesCte, requestedRunsCte } from "./deps.js";
 import type { AcquireExecutionResult, AgentActor, Issue, LockEvent, RunView } from "./types.js";
 import { issueNotFound } from "./types.js";
 
 type Verdict = "ALREADY_HELD" | "EXECUTION_CONFLICT" | "NOT_CHECKED_OUT" | "EXHAUSTED" | "ACQUIRE";
 
-interface AcquireRow {
+export interface AcquireRequest {
+  actor: AgentActor;
+  runId: string;
+  issueId: string;
+}
+
+export interface AcquireAnswer {
   run: RunView | null;
   verdict: Verdict | null;
   current: Issue | null;
   issue: Issue | null;
   ownerAgentId: string | null;
-  events: LockEvent[];
 }
 
 /**
- * ACQUIRE_IF_CHECKOUT_HELD. Invariant: no attempt of an issue is worked by two
- * runs, and only the checkout holder may start one. The issue row is locked
- * first, so the holder seen is the holder changed; the run is read FOR SHARE
- * so a run being finished or timed out cannot start work. CLAIMED → IN_PROGRESS
+ * ACQUIRE_IF_CHECKOUT_HELD, for each request. Invariant: no attempt of an
+ * issue is worked by two runs, and only the checkout holder may start one.
+ * The runs are read FOR SHARE (id order), so a run being finished or timed out
+ * cannot start work; the issues are locked FOR UPDATE (id order) before the
+ * verdict, so the holder seen is the holder changed. CLAIMED → IN_PROGRESS
  * with execution_run_id = checkout_run_id (the issues_lock_pair CHECK forbids
- * anything else) and attempt_count + 1.
+ * anything else) and attempt_count + 1. A group never names one issue twice.
  */
-function acquireStatement(runId: string, actor: AgentActor, issueId: string) {
+function acquireStatement(companyId: string, group: AcquireRequest[]) {
   return sql`
-    WITH ${runCte(runId, actor, true)},
-    ${lockedIssuesCte(actor, [issueId])},
+    WITH req AS (
+      SELECT q.run_id, q.agent_id, q.issue_id, q.name_key, q.n::int AS n
+        FROM unnest(${group.map((g) => g.runId)}::uuid[], ${group.map((g) => g.actor.agentId)}::uuid[],
+                    ${group.map((g) => g.issueId)}::uuid[], ${group.map((g) => g.actor.agentNameKey)}::text[])
+             WITH ORDINALITY AS q(run_id, agent_id, issue_id, name_key, n)
+    ),
+    ${requestedRunsCte(companyId, true)},
+    ${requestedIssuesCte(companyId)},
     verdict AS (
-      SELECT CASE
-        WHEN c.execution_run_id = ${runId}::uuid THEN 'ALREADY_HELD'
+      SELECT q.n, q.issue_id, CASE
+        WHEN c.execution_run_id = q.run_id THEN 'ALREADY_HELD'
         WHEN c.execution_run_id IS NOT NULL THEN 'EXECUTION_CONFLICT'
-        WHEN c.checkout_run_id IS DISTINCT FROM ${runId}::uuid THEN 'NOT_CHECKED_OUT'
+        WHEN c.checkout_run_id IS DISTINCT FROM q.run_id THEN 'NOT_CHECKED_OUT'
         WHEN c.attempt_count >= c.max_attempts THEN 'EXHAUSTED'
         ELSE 'ACQUIRE' END AS verdict
-        FROM cur c
+        FROM req q JOIN cur c ON c.id = q.issue_id
     ),
     changed AS (
       UPDATE issues i
-         SET status = 'IN_PROGRESS', execution_run_id = ${runId}::uuid,
-             execution_agent_name_key = ${actor.agentNameKey}, execution_locked_at = now(),
+         SET status = 'IN_PROGRESS', execution_run_id = q.run_id,
+             execution_agent_name_key = q.name_key, execution_locked_at = now(),
              attempt_count = i.attempt_count + 1, updated_at = now()
-        FROM verdict v
-       WHERE i.id = ${issueId}::uuid AND v.verdict = 'ACQUIRE'
-      RETURNING i.*, 'EXECUTION_ACQUIRED' AS ev_kind, ${runId}::uuid AS ev_run_id,
-                ${actor.agentId}::uuid AS ev_agent_id, NULL::text AS ev_reason
+        FROM verdict v JOIN req q ON q.n = v.n
+       WHERE i.id = v.issue_id AND v.verdict = 'ACQUIRE'
+      RETURNING i.*, q.n AS req_n, 'EXECUTION_ACQUIRED' AS ev_kind, q.run_id AS ev_run_id,
+                q.agent_id AS ev_agent_id, NULL::text AS ev_reason
     ),
     ${appendEvents("changed")}
-    SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
-           (SELECT verdict FROM verdict) AS verdict,
-           (SELECT ${issueJson("c")} FROM cur c) AS current,
-           (SELECT ${issueJson("c")} FROM changed c) AS issue,
-           (SELECT h.agent_id FROM heartbeat_runs h WHERE h.id = (SELECT execution_run_id FROM cur)) AS "ownerAgentId",
+    SELECT (SELECT json_agg(json_build_object(
+              'run', (SELECT ${runViewJson("r")} FROM run r WHERE r.id = q.run_id),
+              'verdict', (SELECT v.verdict FROM verdict v WHERE v.n = q.n),
+              'current', (SELECT ${issueJson("c")} FROM cur c WHERE c.id = q.issue_id),
+              'issue', (SELECT ${issueJson("c")} FROM changed c WHERE c.req_n = q.n),
+              'ownerAgentId', (SELECT h.agent_id FROM cur c JOIN heartbeat_runs h ON h.id = c.execution_run_id WHERE c.id = q.issue_id)
+            ) ORDER BY q.n) FROM req q) AS answers,
            (SELECT list FROM events) AS events`;
+}
+
+/** Runs ACQUIRE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
+export async function acquireForEach(deps: Pick<LockDeps, "db" | "events">, companyId: string, group: AcquireRequest[]): Promise<AcquireAnswer[]> {
+  const row = await queryOne<{ answers: AcquireAnswer[]; events: LockEvent[] }>(deps.db, acquireStatement(companyId, group));
+  deps.events.publish(row.events);
+  return row.answers;
 }
 
 export async function acquireExecution(
@@ -64,15 +86,17 @@ export async function acquireExecution(
   input: { runId: string; issueId: string },
 ): Promise<AcquireExecutionResult> {
   const { runId, issueId } = input;
-  const row = await queryOne<AcquireRow>(deps.db, acquireStatement(runId, actor, issueId));
-  deps.events.publish(row.events);
-  const refused = refuseRun(row.run, runId, actor);
+  const request = { actor, runId, issueId };
+  const answer = deps.groups
+    ? await deps.groups.acquire.submit(actor.companyId, request)
+    : (await acquireForEach(deps, actor.companyId, [request]))[0]!;
+  const refused = refuseRun(answer.run, runId, actor);
   if (refused) return refused;
-  const cur = row.current;
-  if (!cur || !row.verdict) return issueNotFound(issueId);
-  switch (row.verdict) {
+  const cur = answer.current;
+  if (!cur || !answer.verdict) return issueNotFound(issueId);
+  switch (answer.verdict) {
     case "ACQUIRE":
-      return { __typename: "ExecutionAcquired", issue: row.issue!, alreadyHeld: false };
+      return { __typename: "ExecutionAcquired", issue: answer.issue!, alreadyHeld: false };
     case "ALREADY_HELD":
       return { __typename: "ExecutionAcquired", issue: cur, alreadyHeld: true };
     case "EXECUTION_CONFLICT":
@@ -80,7 +104,7 @@ export async function acquireExecution(
         __typename: "ExecutionConflict",
         message: `issue ${issueId} is being executed by run ${cur.executionRunId}`,
         issueId,
-        ownerAgentId: row.ownerAgentId,
+        ownerAgentId: answer.ownerAgentId,
         ownerRunId: cur.executionRunId,
       };
     case "NOT_CHECKED_OUT":

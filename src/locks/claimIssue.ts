@@ -5,7 +5,7 @@
 import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { RUN_CTE_COLUMNS, lockedIssuesCte, refuseRun, runCte, withoutLive } from "./deps.js";
-import { claimNextIssues } from "./claimIssues.js";
+import { claimNextForEach } from "./claimNext.js";
 import type { AgentActor, ClaimIssueResult, Issue, IssueStatus, LockEvent, RunView } from "./types.js";
 import { InvalidInputError, issueNotFound } from "./types.js";
 
@@ -25,17 +25,14 @@ export async function claimIssue(deps: LockDeps, actor: AgentActor, input: Claim
 }
 
 async function claimNext(deps: LockDeps, actor: AgentActor, runId: string, includeUnassigned: boolean): Promise<ClaimIssueResult> {
-  if (deps.claims) {
-    // Grouped with the company's other claims in flight (CLAIM_NEXT_FOR_EACH).
-    const { run, issue } = await deps.claims.claim({ actor, runId, includeUnassigned });
-    const refused = refuseRun(run, runId, actor);
-    if (refused) return refused;
-    if (!issue || !run) return { __typename: "NoIssueAvailable", message: "no claimable issue" };
-    return { __typename: "IssueClaimed", issue, run: withoutLive(run), alreadyHeld: false, adopted: false };
-  }
-  const claimed = await claimNextIssues(deps, actor, { runId, includeUnassigned, limit: 1 });
-  if (claimed.__typename !== "IssuesClaimed") return claimed;
-  return { __typename: "IssueClaimed", issue: claimed.issues[0]!, run: claimed.run, alreadyHeld: false, adopted: false };
+  const request = { actor, runId, includeUnassigned };
+  const { run, issue } = deps.groups
+    ? await deps.groups.claim.submit(actor.companyId, request) // with the company's other claims in flight
+    : (await claimNextForEach(deps, actor.companyId, [request]))[0]!;
+  const refused = refuseRun(run, runId, actor);
+  if (refused) return refused;
+  if (!issue || !run) return { __typename: "NoIssueAvailable", message: "no claimable issue" };
+  return { __typename: "IssueClaimed", issue, run: withoutLive(run), alreadyHeld: false, adopted: false };
 }
 
 type Verdict =

@@ -1,6 +1,6 @@
 import type { Db } from "../db/client.js";
 import { raw, sql } from "../db/sql.js";
-import type { AgentActor, Issue, LockEvent, Run, RunNotActive, RunView } from "./types.js";
+import type { AgentActor, LockEvent, Run, RunNotActive, RunView } from "./types.js";
 import { ForbiddenError, runNotActive } from "./types.js";
 
 /** Where committed events go: the pub/sub fan-out. Never throws. */
@@ -13,8 +13,23 @@ export interface LockDeps {
   readonly db: Db;
   readonly events: EventSink;
   readonly leaseSeconds: number;
-  /** Group commit for claim-next (claimBatcher.ts); without it each claim is its own statement. */
-  readonly claims?: { claim(request: { actor: AgentActor; runId: string; includeUnassigned: boolean }): Promise<{ run: RunView | null; issue: Issue | null }> };
+  /**
+   * Group commit (groupCommit.ts) for the single-issue agent statements; the
+   * API sets it up (groups.ts). Without it every request is its own statement.
+   */
+  readonly groups?: LockGroups;
+}
+
+/** A GroupCommit, as the verbs see it. */
+export interface Grouped<Req, Ans> {
+  submit(companyId: string, request: Req): Promise<Ans>;
+}
+
+/** Filled in by groups.ts; typed loosely here to keep deps.ts free of the verbs. */
+export interface LockGroups {
+  readonly claim: Grouped<import("./claimNext.js").ClaimRequest, import("./claimNext.js").ClaimAnswer>;
+  readonly acquire: Grouped<import("./acquireExecution.js").AcquireRequest, import("./acquireExecution.js").AcquireAnswer>;
+  readonly release: Grouped<import("./releaseIssues.js").ReleaseRequest, import("./releaseIssues.js").ReleaseAnswer>;
 }
 
 /**
@@ -87,5 +102,31 @@ export const boardLockedIssueCte = (companyId: string, issueId: string) => sql`
     cur AS (
       SELECT i.* FROM issues i
        WHERE i.id = ${issueId}::uuid AND i.company_id = ${companyId}::uuid
+         FOR UPDATE
+    )`;
+
+/**
+ * The `run` CTE of the grouped statements: the runs a `req` CTE names, in the
+ * company, with their liveness; FOR SHARE in id order when the statement can
+ * take a new lock (see runCte).
+ */
+export const requestedRunsCte = (companyId: string, forShare: boolean) => sql`
+    run AS (
+      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
+       WHERE r.id IN (SELECT run_id FROM req) AND r.company_id = ${companyId}::uuid
+       ${raw(forShare ? "ORDER BY r.id FOR SHARE" : "")}
+    )`;
+
+/**
+ * The `cur` CTE of the grouped statements: the issues a `req` CTE names whose
+ * request comes from a live run of its own agent, locked FOR UPDATE in id
+ * order and read at their newest version.
+ */
+export const requestedIssuesCte = (companyId: string) => sql`
+    cur AS (
+      SELECT i.* FROM issues i
+       WHERE i.id IN (SELECT q.issue_id FROM req q JOIN run r ON r.id = q.run_id AND r.agent_id = q.agent_id AND r.live)
+         AND i.company_id = ${companyId}::uuid
+       ORDER BY i.id
          FOR UPDATE
     )`;

@@ -1,16 +1,25 @@
 // releaseIssue: the holder gives the issue back, clearing both locks at once
-// (RELEASE_IF_CHECKOUT_HELD in releaseIssues.ts, for one issue).
+// (RELEASE_IF_CHECKOUT_HELD in releaseIssues.ts; the API groups a company's
+// concurrent releases into one statement).
 import type { LockDeps } from "./deps.js";
-import { releaseIssues } from "./releaseIssues.js";
+import { refuseRun } from "./deps.js";
+import { refusal, releaseForEach, releaseReason } from "./releaseIssues.js";
 import type { AgentActor, ReleaseIssueResult, ReleaseOutcome } from "./types.js";
+import { issueNotFound } from "./types.js";
 
 export async function releaseIssue(
   deps: LockDeps,
   actor: AgentActor,
   input: { runId: string; issueId: string; outcome: ReleaseOutcome; reason?: string | null },
 ): Promise<ReleaseIssueResult> {
-  const result = await releaseIssues(deps, actor, { ...input, issueIds: [input.issueId] });
-  if (result.__typename === "RunNotActive") return result;
-  const [issue] = result.issues;
-  return issue ? { __typename: "IssueReleased", issue } : result.refused[0]!;
+  const { runId, issueId, outcome } = input;
+  const request = { actor, runId, issueId, outcome, reason: releaseReason(outcome, input.reason) };
+  const answer = deps.groups
+    ? await deps.groups.release.submit(actor.companyId, request)
+    : (await releaseForEach(deps, actor.companyId, [request]))[0]!;
+  const refused = refuseRun(answer.run, runId, actor);
+  if (refused) return refused;
+  if (!answer.current || !answer.verdict) return issueNotFound(issueId);
+  if (answer.verdict === "RELEASE") return { __typename: "IssueReleased", issue: answer.issue! };
+  return refusal(runId, answer.verdict, answer.current);
 }

@@ -3,7 +3,7 @@
 // clear together. releaseIssue is this with one id.
 import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { CLEAR_LOCKS, lockedIssuesCte, refuseRun, reopenOrEscalate, runCte } from "./deps.js";
+import { CLEAR_LOCKS, refuseRun, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "./deps.js";
 import type {
   AgentActor,
   Issue,
@@ -29,53 +29,86 @@ export interface IssuesReleased {
 }
 export type ReleaseIssuesResult = IssuesReleased | RunNotActive;
 
-/** The status an outcome leads to; FAILED and REQUEUE reopen (or escalate). */
-const TARGET: Record<ReleaseOutcome, string> = {
-  DONE: `'DONE'::issue_status`,
-  BLOCKED: `'BLOCKED'::issue_status`,
-  FAILED: reopenOrEscalate("i"),
-  REQUEUE: reopenOrEscalate("i"),
-};
-
 type Verdict = "NOT_OWNER" | "INVALID" | "RELEASE";
 
+export interface ReleaseRequest {
+  actor: AgentActor;
+  runId: string;
+  issueId: string;
+  outcome: ReleaseOutcome;
+  /** As recorded in the event: the outcome, or "OUTCOME: the caller's reason". */
+  reason: string;
+}
+
+export interface ReleaseAnswer {
+  run: RunView | null;
+  verdict: Verdict | null;
+  current: Issue | null;
+  issue: Issue | null;
+}
+
 /**
- * RELEASE_IF_CHECKOUT_HELD. Invariant: only the run holding the checkout can
- * release, and both locks clear in the same row update as the status (no
- * half-released pair is ever visible). The guard is on the locked rows
- * themselves (locked in id order, so two batch releases never deadlock), so
- * a release racing a recovery or a re-claim either finds its own lock or
+ * RELEASE_IF_CHECKOUT_HELD, for each request. Invariant: only the run holding
+ * the checkout can release, and both locks clear in the same row update as the
+ * status (no half-released pair is ever visible). The guard is on the locked
+ * rows themselves (locked in id order, so two batch releases never deadlock),
+ * so a release racing a recovery or a re-claim either finds its own lock or
  * answers NotLockOwner. DONE from CLAIMED is refused: work is finished only
  * under the execution lock. A dead run releases nothing (RunNotActive).
+ * DONE → DONE, BLOCKED → BLOCKED, FAILED and REQUEUE → OPEN, or ESCALATED
+ * without an attempt left. A group never names one issue twice.
  */
-function releaseStatement(runId: string, actor: AgentActor, issueIds: string[], outcome: ReleaseOutcome, reason: string) {
+function releaseStatement(companyId: string, group: ReleaseRequest[]) {
   return sql`
-    WITH ${runCte(runId, actor, false)},
-    ${lockedIssuesCte(actor, issueIds)},
+    WITH req AS (
+      SELECT q.run_id, q.agent_id, q.issue_id, q.outcome, q.reason, q.n::int AS n
+        FROM unnest(${group.map((g) => g.runId)}::uuid[], ${group.map((g) => g.actor.agentId)}::uuid[],
+                    ${group.map((g) => g.issueId)}::uuid[], ${group.map((g) => g.outcome)}::text[], ${group.map((g) => g.reason)}::text[])
+             WITH ORDINALITY AS q(run_id, agent_id, issue_id, outcome, reason, n)
+    ),
+    ${requestedRunsCte(companyId, false)},
+    ${requestedIssuesCte(companyId)},
     verdict AS (
-      SELECT c.id, CASE
-        WHEN c.checkout_run_id IS DISTINCT FROM ${runId}::uuid THEN 'NOT_OWNER'
-        WHEN ${outcome}::text = 'DONE' AND c.status = 'CLAIMED' THEN 'INVALID'
+      SELECT q.n, q.issue_id, CASE
+        WHEN c.checkout_run_id IS DISTINCT FROM q.run_id THEN 'NOT_OWNER'
+        WHEN q.outcome = 'DONE' AND c.status = 'CLAIMED' THEN 'INVALID'
         ELSE 'RELEASE' END AS verdict
-        FROM cur c
+        FROM req q JOIN cur c ON c.id = q.issue_id
     ),
     changed AS (
       UPDATE issues i
-         SET status = ${raw(TARGET[outcome])}, ${raw(CLEAR_LOCKS)}, updated_at = now()
-        FROM verdict v
-       WHERE i.id = v.id AND v.verdict = 'RELEASE'
-      RETURNING i.*, 'RELEASED' AS ev_kind, ${runId}::uuid AS ev_run_id,
-                ${actor.agentId}::uuid AS ev_agent_id, ${reason}::text AS ev_reason
+         SET status = CASE q.outcome WHEN 'DONE' THEN 'DONE'::issue_status WHEN 'BLOCKED' THEN 'BLOCKED'::issue_status
+                      ELSE ${raw(reopenOrEscalate("i"))} END,
+             ${raw(CLEAR_LOCKS)}, updated_at = now()
+        FROM verdict v JOIN req q ON q.n = v.n
+       WHERE i.id = v.issue_id AND v.verdict = 'RELEASE'
+      RETURNING i.*, q.n AS req_n, 'RELEASED' AS ev_kind, q.run_id AS ev_run_id,
+                q.agent_id AS ev_agent_id, q.reason AS ev_reason
     ),
     ${appendEvents("changed")}
-    SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
-           (SELECT coalesce(json_agg(json_build_object('verdict', v.verdict, 'issue', ${issueJson("c")})), '[]'::json)
-              FROM cur c JOIN verdict v ON v.id = c.id) AS current,
-           (SELECT coalesce(json_agg(${issueJson("c")} ORDER BY c.id), '[]'::json) FROM changed c) AS released,
+    SELECT (SELECT json_agg(json_build_object(
+              'run', (SELECT ${runViewJson("r")} FROM run r WHERE r.id = q.run_id),
+              'verdict', (SELECT v.verdict FROM verdict v WHERE v.n = q.n),
+              'current', (SELECT ${issueJson("c")} FROM cur c WHERE c.id = q.issue_id),
+              'issue', (SELECT ${issueJson("c")} FROM changed c WHERE c.req_n = q.n)
+            ) ORDER BY q.n) FROM req q) AS answers,
            (SELECT list FROM events) AS events`;
 }
 
-function refusal(runId: string, verdict: Verdict, cur: Issue): ReleaseRefusal {
+/** Runs RELEASE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
+export async function releaseForEach(deps: Pick<LockDeps, "db" | "events">, companyId: string, group: ReleaseRequest[]): Promise<ReleaseAnswer[]> {
+  const row = await queryOne<{ answers: ReleaseAnswer[]; events: LockEvent[] }>(deps.db, releaseStatement(companyId, group));
+  deps.events.publish(row.events);
+  return row.answers;
+}
+
+/** What the event records as the reason. */
+export function releaseReason(outcome: ReleaseOutcome, reason: string | null | undefined): string {
+  if (reason != null) validateText("reason", reason, MAX_REASON_LENGTH);
+  return reason?.trim() ? `${outcome}: ${reason.trim()}` : outcome;
+}
+
+export function refusal(runId: string, verdict: Verdict, cur: Issue): ReleaseRefusal {
   if (verdict === "INVALID") {
     return {
       __typename: "InvalidTransition",
@@ -102,25 +135,20 @@ export async function releaseIssues(
   const issueIds = [...new Set(input.issueIds)];
   if (issueIds.length === 0) throw new InvalidInputError("issueIds must not be empty");
   if (issueIds.length > MAX_RELEASE_BATCH) throw new InvalidInputError(`at most ${MAX_RELEASE_BATCH} issues per call`);
-  if (input.reason != null) validateText("reason", input.reason, MAX_REASON_LENGTH);
-  const reason = input.reason?.trim() ? `${outcome}: ${input.reason.trim()}` : outcome;
-  const row = await queryOne<{
-    run: RunView | null;
-    current: { verdict: Verdict; issue: Issue }[];
-    released: Issue[];
-    events: LockEvent[];
-  }>(deps.db, releaseStatement(runId, actor, issueIds, outcome, reason));
-  deps.events.publish(row.events);
-  const refused = refuseRun(row.run, runId, actor);
+  const reason = releaseReason(outcome, input.reason);
+  const answers = await releaseForEach(
+    deps,
+    actor.companyId,
+    issueIds.map((issueId) => ({ actor, runId, issueId, outcome, reason })),
+  );
+  const refused = refuseRun(answers[0]!.run, runId, actor);
   if (refused) return refused;
-  const seen = new Map(row.current.map((c) => [c.issue.id, c]));
   return {
     __typename: "IssuesReleased",
-    issues: row.released,
-    refused: issueIds.flatMap((id) => {
-      const c = seen.get(id);
-      if (!c) return [issueNotFound(id)];
-      return c.verdict === "RELEASE" ? [] : [refusal(runId, c.verdict, c.issue)];
+    issues: answers.flatMap((a) => (a.issue ? [a.issue] : [])),
+    refused: answers.flatMap((a, i) => {
+      if (!a.current || !a.verdict) return [issueNotFound(issueIds[i]!)];
+      return a.verdict === "RELEASE" ? [] : [refusal(runId, a.verdict, a.current)];
     }),
   };
 }

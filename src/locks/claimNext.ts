@@ -1,14 +1,10 @@
-// Group commit for claimIssue without an issue id. Concurrent claims of one
-// company that reach this API instance while its previous claim statement is
-// still running are answered together by the next statement
-// (CLAIM_NEXT_FOR_EACH): one round trip, one commit and one take of the
-// company's seq lock for the whole group, instead of one each. When the
-// instance is idle a claim goes out at once, alone: batching adds no delay,
-// it only appears under load, where the seq lock (held until commit) would
-// otherwise serialise every claim of the company (docs/events.md).
-import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";
+// claimIssue without an issue id, for one request or a group of them
+// (CLAIM_NEXT_FOR_EACH). The API groups the claims of a company that arrive
+// while its previous claim statement runs (groupCommit.ts); each request gets
+// what claiming one after another in arrival order would have given it.
+import { appendEvents, issueJson, queryOne, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { RUN_CTE_COLUMNS } from "./deps.js";
+import { requestedRunsCte } from "./deps.js";
 import type { AgentActor, Issue, LockEvent, RunView } from "./types.js";
 
 export interface ClaimRequest {
@@ -21,9 +17,6 @@ export interface ClaimAnswer {
   run: RunView | null;
   issue: Issue | null;
 }
-
-/** More than this many waiting claims go out in several statements. */
-const MAX_GROUP = 64;
 
 /**
  * CLAIM_NEXT_FOR_EACH. Invariant: at most one run holds an issue's checkout,
@@ -51,12 +44,7 @@ function claimForEachStatement(companyId: string, group: ClaimRequest[]) {
         FROM unnest(${group.map((g) => g.runId)}::uuid[], ${group.map((g) => g.actor.agentId)}::uuid[],
                     ${group.map((g) => g.includeUnassigned)}::boolean[]) WITH ORDINALITY AS q(run_id, agent_id, pool, n)
     ),
-    run AS (
-      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
-       WHERE r.id IN (SELECT run_id FROM req) AND r.company_id = ${companyId}::uuid
-       ORDER BY r.id
-         FOR SHARE
-    ),
+    ${requestedRunsCte(companyId, true)},
     asker AS (
       SELECT q.* FROM req q JOIN run r ON r.id = q.run_id AND r.agent_id = q.agent_id AND r.live
     ),
@@ -103,42 +91,9 @@ function claimForEachStatement(companyId: string, group: ClaimRequest[]) {
            (SELECT list FROM events) AS events`;
 }
 
-interface Waiting extends ClaimRequest {
-  resolve: (answer: ClaimAnswer) => void;
-  reject: (err: unknown) => void;
-}
-
-export class ClaimBatcher {
-  private readonly queues = new Map<string, Waiting[]>();
-
-  constructor(private readonly deps: LockDeps) {}
-
-  claim(request: ClaimRequest): Promise<ClaimAnswer> {
-    return new Promise((resolve, reject) => {
-      const companyId = request.actor.companyId;
-      const queue = this.queues.get(companyId);
-      if (queue) {
-        queue.push({ ...request, resolve, reject }); // a statement is running: join the next group
-        return;
-      }
-      const fresh: Waiting[] = [{ ...request, resolve, reject }];
-      this.queues.set(companyId, fresh);
-      void this.drain(companyId, fresh);
-    });
-  }
-
-  /** One statement at a time per company: whoever arrived meanwhile goes in the next. */
-  private async drain(companyId: string, queue: Waiting[]): Promise<void> {
-    while (queue.length > 0) {
-      const group = queue.splice(0, MAX_GROUP);
-      try {
-        const row = await queryOne<{ answers: ClaimAnswer[]; events: LockEvent[] }>(this.deps.db, claimForEachStatement(companyId, group));
-        this.deps.events.publish(row.events);
-        group.forEach((waiting, i) => waiting.resolve(row.answers[i] ?? { run: null, issue: null }));
-      } catch (err) {
-        for (const waiting of group) waiting.reject(err);
-      }
-    }
-    this.queues.delete(companyId);
-  }
+/** Runs CLAIM_NEXT_FOR_EACH for a group of one company's claims; answers in request order. */
+export async function claimNextForEach(deps: Pick<LockDeps, "db" | "events">, companyId: string, group: ClaimRequest[]): Promise<ClaimAnswer[]> {
+  const row = await queryOne<{ answers: ClaimAnswer[]; events: LockEvent[] }>(deps.db, claimForEachStatement(companyId, group));
+  deps.events.publish(row.events);
+  return row.answers;
 }

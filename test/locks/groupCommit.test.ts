@@ -1,20 +1,22 @@
-// Group commit for claim-next: claims made while a statement is in flight go
-// out together in the next one, and each gets what claiming one after another
-// in arrival order would have given it.
+// Group commit: requests made while a statement is in flight go out together
+// in the next one, and each gets what running them one after another in
+// arrival order would have given it.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { ClaimBatcher } from "../../src/locks/claimBatcher.js";
-import type { ClaimRequest } from "../../src/locks/claimBatcher.js";
+import type { ClaimRequest } from "../../src/locks/claimNext.js";
+import type { LockGroups } from "../../src/locks/deps.js";
+import { createLockGroups } from "../../src/locks/groups.js";
 import type { LockEvent } from "../../src/locks/types.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
 
 let h: Harness;
 const published: LockEvent[] = [];
-let batcher: ClaimBatcher;
+let groups: LockGroups;
+const claim = (r: ClaimRequest) => groups.claim.submit(r.actor.companyId, r);
 
 beforeAll(async () => {
   h = await startHarness();
-  batcher = new ClaimBatcher({ db: h.db.prisma, events: { publish: (e) => void published.push(...e) }, leaseSeconds: 60 });
+  groups = createLockGroups({ db: h.db.prisma, events: { publish: (e) => void published.push(...e) } });
 });
 afterAll(() => h?.close());
 
@@ -33,7 +35,7 @@ it("a group hands out distinct issues in claim order, as sequential claims in ar
   });
   const byId = new Map(createIssues.map((i) => [i.id, i.priority]));
   // All in one tick: the first goes alone, the other six wait and go out as one group.
-  const answers = await Promise.all(Array.from({ length: 7 }, () => batcher.claim({ actor: actor(0), runId: runs[0]!.id, includeUnassigned: false })));
+  const answers = await Promise.all(Array.from({ length: 7 }, () => claim({ actor: actor(0), runId: runs[0]!.id, includeUnassigned: false })));
   const got = answers.map((x) => (x.issue ? byId.get(x.issue.id) : null));
   expect(got).toEqual(["CRITICAL", "CRITICAL", "HIGH", "MEDIUM", "LOW", "LOW", null]);
   expect(new Set(answers.flatMap((x) => (x.issue ? [x.issue.id] : []))).size).toBe(6);
@@ -63,7 +65,7 @@ it("each request keeps to its own eligibility, and a dead or foreign run gets no
     { actor: actor(0), runId: runs[1]!.id, includeUnassigned: true }, // a naming b's run
     { actor: actor(0), runId: runs[0]!.id, includeUnassigned: true }, // a, now with the pool
   ];
-  const answers = await Promise.all(requests.map((r) => batcher.claim(r)));
+  const answers = await Promise.all(requests.map((r) => claim(r)));
   expect(answers.map((x) => x.issue?.id ?? null)).toEqual([aIssue, null, pool1, bIssue, null, null, pool2]);
   expect(answers[4]!.run).toMatchObject({ live: false });
   expect(answers[5]!.run).toMatchObject({ agentId: b.id }); // claimIssue turns this into FORBIDDEN
@@ -74,4 +76,29 @@ it("each request keeps to its own eligibility, and a dead or foreign run gets no
     [pool1]: runs[1]!.id,
     [pool2]: runs[0]!.id,
   });
+});
+
+it("acquisitions and releases of different issues share a statement; the same issue waits for the next", async () => {
+  const { co, runs, actor } = await setup(2);
+  const [a, b] = [co.agents[0]!, co.agents[1]!];
+  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
+    inputs: [{ title: "x", assigneeAgentId: a.id }, { title: "y", assigneeAgentId: a.id }, { title: "z", assigneeAgentId: b.id }],
+  });
+  const [x, y, z] = createIssues.map((i) => i.id) as [string, string, string];
+  for (const id of [x, y]) await a.client.ok(Ops.ClaimIssueDocument, { runId: runs[0]!.id, issueId: id });
+  await b.client.ok(Ops.ClaimIssueDocument, { runId: runs[1]!.id, issueId: z });
+  const acq = (i: number, issueId: string) => groups.acquire.submit(co.id, { actor: actor(i), runId: runs[i]!.id, issueId });
+  // One tick: x goes alone; then y, z and b's attempt on x share a statement; x again (a) waits for the next.
+  const acquired = await Promise.all([acq(0, x), acq(0, y), acq(1, z), acq(1, x), acq(0, x)]);
+  expect(acquired.map((r) => r.verdict)).toEqual(["ACQUIRE", "ACQUIRE", "ACQUIRE", "EXECUTION_CONFLICT", "ALREADY_HELD"]);
+  expect(acquired[3]!.ownerAgentId).toBe(a.id);
+  const rel = (i: number, issueId: string, outcome: "DONE" | "REQUEUE") =>
+    groups.release.submit(co.id, { actor: actor(i), runId: runs[i]!.id, issueId, outcome, reason: outcome });
+  const released = await Promise.all([rel(0, x, "DONE"), rel(0, y, "REQUEUE"), rel(1, z, "DONE"), rel(0, z, "DONE"), rel(0, x, "DONE")]);
+  expect(released.map((r) => r.verdict)).toEqual(["RELEASE", "RELEASE", "RELEASE", "NOT_OWNER", "NOT_OWNER"]);
+  expect(released.map((r) => r.issue?.status ?? null)).toEqual(["DONE", "OPEN", "DONE", null, null]);
+  const { lockAudit } = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
+  expect(lockAudit).toMatchObject({ doubleClaims: 0, halfReleasedLocks: 0, locksHeldByDeadRuns: 0 });
+  const kinds = await h.sql<{ kind: string }>("SELECT kind FROM lock_events WHERE company_id = $1 ORDER BY seq", [co.id]);
+  expect(kinds.map((k) => k.kind)).toEqual([...Array(3).fill("CLAIMED"), ...Array(3).fill("EXECUTION_ACQUIRED"), ...Array(3).fill("RELEASED")]);
 });

@@ -1,0 +1,22 @@
+// The API's group commits: one per single-issue agent statement. Claims of a
+// company may share a statement freely (CLAIM_NEXT_FOR_EACH hands each row
+// out once); acquisitions and releases of the same issue never share one.
+import { acquireForEach } from "./acquireExecution.js";
+import { claimNextForEach } from "./claimNext.js";
+import type { LockDeps, LockGroups } from "./deps.js";
+import { GroupCommit } from "./groupCommit.js";
+import { releaseForEach } from "./releaseIssues.js";
+
+export function createLockGroups(deps: Pick<LockDeps, "db" | "events">): LockGroups {
+  return {
+    claim: new GroupCommit((companyId, group) => claimNextForEach(deps, companyId, group)),
+    acquire: new GroupCommit(
+      (companyId, group) => acquireForEach(deps, companyId, group),
+      (request) => request.issueId,
+    ),
+    release: new GroupCommit(
+      (companyId, group) => releaseForEach(deps, companyId, group),
+      (request) => request.issueId,
+    ),
+  };
+}
