@@ -2,7 +2,7 @@
 // who holds the issue; the execution lock says which run is working this
 // attempt. Taking it counts the attempt. One statement answers one request or
 // a group of them (the API groups a company's concurrent acquisitions).
-import { appendEvents, issueJson, queryOne, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, queryOne, runViewJsonOrNull, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { refuseRun, requestedIssuesCte, requestedRunsCte } from "./deps.js";
 import type { AcquireExecutionResult, AgentActor, Issue, LockEvent, RunView } from "./types.js";
@@ -64,12 +64,12 @@ function acquireStatement(companyId: string, group: AcquireRequest[]) {
     ),
     ${appendEvents("changed")}
     SELECT (SELECT json_agg(json_build_object(
-              'run', (SELECT ${runViewJson("r")} FROM run r WHERE r.id = q.run_id),
-              'verdict', (SELECT v.verdict FROM verdict v WHERE v.n = q.n),
-              'current', (SELECT ${issueJson("c")} FROM cur c WHERE c.id = q.issue_id),
-              'issue', (SELECT ${issueJson("c")} FROM changed c WHERE c.req_n = q.n),
-              'ownerAgentId', (SELECT h.agent_id FROM cur c JOIN heartbeat_runs h ON h.id = c.execution_run_id WHERE c.id = q.issue_id)
-            ) ORDER BY q.n) FROM req q) AS answers,
+              'run', ${runViewJsonOrNull("r")}, 'verdict', v.verdict,
+              'current', ${issueJsonOrNull("c")}, 'issue', ${issueJsonOrNull("ch")}, 'ownerAgentId', h.agent_id
+            ) ORDER BY q.n)
+              FROM req q LEFT JOIN run r ON r.id = q.run_id LEFT JOIN verdict v ON v.n = q.n
+                         LEFT JOIN cur c ON c.id = q.issue_id LEFT JOIN changed ch ON ch.req_n = q.n
+                         LEFT JOIN heartbeat_runs h ON h.id = c.execution_run_id) AS answers,
            (SELECT list FROM events) AS events`;
 }
 

@@ -2,7 +2,7 @@
 // (CLAIM_NEXT_FOR_EACH). The API groups the claims of a company that arrive
 // while its previous claim statement runs (groupCommit.ts); each request gets
 // what claiming one after another in arrival order would have given it.
-import { appendEvents, issueJson, queryOne, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, queryOne, runViewJsonOrNull, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { requestedRunsCte } from "./deps.js";
 import type { AgentActor, Issue, LockEvent, RunView } from "./types.js";
@@ -84,10 +84,8 @@ function claimForEachStatement(companyId: string, group: ClaimRequest[]) {
       RETURNING i.*, q.n AS req_n, 'CLAIMED' AS ev_kind, q.run_id AS ev_run_id, q.agent_id AS ev_agent_id, NULL::text AS ev_reason
     ),
     ${appendEvents("changed")}
-    SELECT (SELECT json_agg(json_build_object(
-              'run', (SELECT ${runViewJson("r")} FROM run r WHERE r.id = q.run_id),
-              'issue', (SELECT ${issueJson("c")} FROM changed c WHERE c.req_n = q.n)) ORDER BY q.n)
-              FROM req q) AS answers,
+    SELECT (SELECT json_agg(json_build_object('run', ${runViewJsonOrNull("r")}, 'issue', ${issueJsonOrNull("ch")}) ORDER BY q.n)
+              FROM req q LEFT JOIN run r ON r.id = q.run_id LEFT JOIN changed ch ON ch.req_n = q.n) AS answers,
            (SELECT list FROM events) AS events`;
 }
 

@@ -1,7 +1,7 @@
 // releaseIssues: the holder gives back many issues in one statement. Each
 // issue is released or refused on its own; both locks of a released issue
 // clear together. releaseIssue is this with one id.
-import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, queryOne, raw, runViewJsonOrNull, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { CLEAR_LOCKS, refuseRun, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "./deps.js";
 import type {
@@ -87,11 +87,11 @@ function releaseStatement(companyId: string, group: ReleaseRequest[]) {
     ),
     ${appendEvents("changed")}
     SELECT (SELECT json_agg(json_build_object(
-              'run', (SELECT ${runViewJson("r")} FROM run r WHERE r.id = q.run_id),
-              'verdict', (SELECT v.verdict FROM verdict v WHERE v.n = q.n),
-              'current', (SELECT ${issueJson("c")} FROM cur c WHERE c.id = q.issue_id),
-              'issue', (SELECT ${issueJson("c")} FROM changed c WHERE c.req_n = q.n)
-            ) ORDER BY q.n) FROM req q) AS answers,
+              'run', ${runViewJsonOrNull("r")}, 'verdict', v.verdict,
+              'current', ${issueJsonOrNull("c")}, 'issue', ${issueJsonOrNull("ch")}
+            ) ORDER BY q.n)
+              FROM req q LEFT JOIN run r ON r.id = q.run_id LEFT JOIN verdict v ON v.n = q.n
+                         LEFT JOIN cur c ON c.id = q.issue_id LEFT JOIN changed ch ON ch.req_n = q.n) AS answers,
            (SELECT list FROM events) AS events`;
 }
 
