@@ -66,9 +66,6 @@ export const issueJson = (alias: string): Sql => raw(jsonObject(alias, ISSUE_COL
 export const runJson = (alias: string): Sql => raw(jsonObject(alias, RUN_COLUMNS));
 /** issueJson, or NULL when `alias` is the missing side of an outer join. */
 export const issueJsonOrNull = (alias: string): Sql => raw(`CASE WHEN ${alias}.id IS NULL THEN NULL ELSE ${jsonObject(alias, ISSUE_COLUMNS)} END`);
-/** runViewJson, or NULL when `alias` is the missing side of an outer join. */
-export const runViewJsonOrNull = (alias: string): Sql =>
-  raw(`CASE WHEN ${alias}.id IS NULL THEN NULL ELSE ${jsonObject(alias, [...RUN_COLUMNS, ["live", "live"]])} END`);
 /** runJson plus `live`, for the `run` CTE of the lock statements (RUN_CTE_COLUMNS). */
 export const runViewJson = (alias: string): Sql => raw(jsonObject(alias, [...RUN_COLUMNS, ["live", "live"]]));
 /** `json_build_object(...)` of a lock_events row under `alias`. */

@@ -2,7 +2,7 @@
 // who holds the issue; the execution lock says which run is working this
 // attempt. Taking it counts the attempt. One statement answers one request or
 // a group of them (the API groups a company's concurrent acquisitions).
-import { appendEvents, issueJsonOrNull, queryOne, runViewJsonOrNull, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, queryOne, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { refuseRun, requestedIssuesCte, requestedRunsCte } from "./deps.js";
 import type { AcquireExecutionResult, AgentActor, Issue, LockEvent, RunView } from "./types.js";
@@ -63,11 +63,12 @@ function acquireStatement(companyId: string, group: AcquireRequest[]) {
                 q.agent_id AS ev_agent_id, NULL::text AS ev_reason
     ),
     ${appendEvents("changed")}
-    SELECT (SELECT json_agg(json_build_object(
-              'run', ${runViewJsonOrNull("r")}, 'verdict', v.verdict,
+    SELECT (SELECT json_object_agg(r.id, ${runViewJson("r")}) FROM run r) AS runs,
+           (SELECT json_agg(json_build_object(
+              'runId', q.run_id, 'verdict', v.verdict,
               'current', ${issueJsonOrNull("c")}, 'issue', ${issueJsonOrNull("ch")}, 'ownerAgentId', h.agent_id
             ) ORDER BY q.n)
-              FROM req q LEFT JOIN run r ON r.id = q.run_id LEFT JOIN verdict v ON v.n = q.n
+              FROM req q LEFT JOIN verdict v ON v.n = q.n
                          LEFT JOIN cur c ON c.id = q.issue_id LEFT JOIN changed ch ON ch.req_n = q.n
                          LEFT JOIN heartbeat_runs h ON h.id = c.execution_run_id) AS answers,
            (SELECT list FROM events) AS events`;
@@ -75,9 +76,12 @@ function acquireStatement(companyId: string, group: AcquireRequest[]) {
 
 /** Runs ACQUIRE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
 export async function acquireForEach(deps: Pick<LockDeps, "db" | "events">, companyId: string, group: AcquireRequest[]): Promise<AcquireAnswer[]> {
-  const row = await queryOne<{ answers: AcquireAnswer[]; events: LockEvent[] }>(deps.db, acquireStatement(companyId, group));
+  const row = await queryOne<{ runs: Record<string, RunView> | null; answers: (Omit<AcquireAnswer, "run"> & { runId: string })[]; events: LockEvent[] }>(
+    deps.db,
+    acquireStatement(companyId, group),
+  );
   deps.events.publish(row.events);
-  return row.answers;
+  return row.answers.map(({ runId, ...a }) => ({ ...a, run: row.runs?.[runId] ?? null }));
 }
 
 export async function acquireExecution(

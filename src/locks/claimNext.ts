@@ -2,7 +2,7 @@
 // (CLAIM_NEXT_FOR_EACH). The API groups the claims of a company that arrive
 // while its previous claim statement runs (groupCommit.ts); each request gets
 // what claiming one after another in arrival order would have given it.
-import { appendEvents, issueJsonOrNull, queryOne, runViewJsonOrNull, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, queryOne, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { requestedRunsCte } from "./deps.js";
 import type { AgentActor, Issue, LockEvent, RunView } from "./types.js";
@@ -84,14 +84,18 @@ function claimForEachStatement(companyId: string, group: ClaimRequest[]) {
       RETURNING i.*, q.n AS req_n, 'CLAIMED' AS ev_kind, q.run_id AS ev_run_id, q.agent_id AS ev_agent_id, NULL::text AS ev_reason
     ),
     ${appendEvents("changed")}
-    SELECT (SELECT json_agg(json_build_object('run', ${runViewJsonOrNull("r")}, 'issue', ${issueJsonOrNull("ch")}) ORDER BY q.n)
-              FROM req q LEFT JOIN run r ON r.id = q.run_id LEFT JOIN changed ch ON ch.req_n = q.n) AS answers,
+    SELECT (SELECT json_object_agg(r.id, ${runViewJson("r")}) FROM run r) AS runs,
+           (SELECT json_agg(json_build_object('runId', q.run_id, 'issue', ${issueJsonOrNull("ch")}) ORDER BY q.n)
+              FROM req q LEFT JOIN changed ch ON ch.req_n = q.n) AS answers,
            (SELECT list FROM events) AS events`;
 }
 
 /** Runs CLAIM_NEXT_FOR_EACH for a group of one company's claims; answers in request order. */
 export async function claimNextForEach(deps: Pick<LockDeps, "db" | "events">, companyId: string, group: ClaimRequest[]): Promise<ClaimAnswer[]> {
-  const row = await queryOne<{ answers: ClaimAnswer[]; events: LockEvent[] }>(deps.db, claimForEachStatement(companyId, group));
+  const row = await queryOne<{ runs: Record<string, RunView> | null; answers: { runId: string; issue: Issue | null }[]; events: LockEvent[] }>(
+    deps.db,
+    claimForEachStatement(companyId, group),
+  );
   deps.events.publish(row.events);
-  return row.answers;
+  return row.answers.map(({ runId, issue }) => ({ issue, run: row.runs?.[runId] ?? null }));
 }

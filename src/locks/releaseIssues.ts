@@ -1,7 +1,7 @@
 // releaseIssues: the holder gives back many issues in one statement. Each
 // issue is released or refused on its own; both locks of a released issue
 // clear together. releaseIssue is this with one id.
-import { appendEvents, issueJsonOrNull, queryOne, raw, runViewJsonOrNull, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, queryOne, raw, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { CLEAR_LOCKS, refuseRun, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "./deps.js";
 import type {
@@ -86,20 +86,23 @@ function releaseStatement(companyId: string, group: ReleaseRequest[]) {
                 q.agent_id AS ev_agent_id, q.reason AS ev_reason
     ),
     ${appendEvents("changed")}
-    SELECT (SELECT json_agg(json_build_object(
-              'run', ${runViewJsonOrNull("r")}, 'verdict', v.verdict,
-              'current', ${issueJsonOrNull("c")}, 'issue', ${issueJsonOrNull("ch")}
+    SELECT (SELECT json_object_agg(r.id, ${runViewJson("r")}) FROM run r) AS runs,
+           (SELECT json_agg(json_build_object(
+              'runId', q.run_id, 'verdict', v.verdict, 'current', ${issueJsonOrNull("c")}, 'issue', ${issueJsonOrNull("ch")}
             ) ORDER BY q.n)
-              FROM req q LEFT JOIN run r ON r.id = q.run_id LEFT JOIN verdict v ON v.n = q.n
+              FROM req q LEFT JOIN verdict v ON v.n = q.n
                          LEFT JOIN cur c ON c.id = q.issue_id LEFT JOIN changed ch ON ch.req_n = q.n) AS answers,
            (SELECT list FROM events) AS events`;
 }
 
 /** Runs RELEASE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
 export async function releaseForEach(deps: Pick<LockDeps, "db" | "events">, companyId: string, group: ReleaseRequest[]): Promise<ReleaseAnswer[]> {
-  const row = await queryOne<{ answers: ReleaseAnswer[]; events: LockEvent[] }>(deps.db, releaseStatement(companyId, group));
+  const row = await queryOne<{ runs: Record<string, RunView> | null; answers: (Omit<ReleaseAnswer, "run"> & { runId: string })[]; events: LockEvent[] }>(
+    deps.db,
+    releaseStatement(companyId, group),
+  );
   deps.events.publish(row.events);
-  return row.answers;
+  return row.answers.map(({ runId, ...a }) => ({ ...a, run: row.runs?.[runId] ?? null }));
 }
 
 /** What the event records as the reason. */
