@@ -2,10 +2,10 @@
 // who holds the issue; the execution lock says which run is working this
 // attempt. Taking it counts the attempt. One statement answers one request or
 // a group of them (the API groups a company's concurrent acquisitions).
-import { appendEvents, issueJsonOrNull, queryOne, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { refuseRun, requestedIssuesCte, requestedRunsCte } from "./deps.js";
-import type { AcquireExecutionResult, AgentActor, Issue, LockEvent, RunView } from "./types.js";
+import { answerEach, refuseRun, requestedIssuesCte, requestedRunsCte } from "./deps.js";
+import type { AcquireExecutionResult, AgentActor, Issue, RunView } from "./types.js";
 import { issueNotFound } from "./types.js";
 
 type Verdict = "ALREADY_HELD" | "EXECUTION_CONFLICT" | "NOT_CHECKED_OUT" | "EXHAUSTED" | "ACQUIRE";
@@ -76,12 +76,7 @@ function acquireStatement(companyId: string, group: AcquireRequest[]) {
 
 /** Runs ACQUIRE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
 export async function acquireForEach(deps: Pick<LockDeps, "db" | "events">, companyId: string, group: AcquireRequest[]): Promise<AcquireAnswer[]> {
-  const row = await queryOne<{ runs: Record<string, RunView> | null; answers: (Omit<AcquireAnswer, "run"> & { runId: string })[]; events: LockEvent[] }>(
-    deps.db,
-    acquireStatement(companyId, group),
-  );
-  deps.events.publish(row.events);
-  return row.answers.map(({ runId, ...a }) => ({ ...a, run: row.runs?.[runId] ?? null }));
+  return answerEach<Omit<AcquireAnswer, "run">>(deps, acquireStatement(companyId, group));
 }
 
 export async function acquireExecution(

@@ -2,10 +2,10 @@
 // (CLAIM_NEXT_FOR_EACH). The API groups the claims of a company that arrive
 // while its previous claim statement runs (groupCommit.ts); each request gets
 // what claiming one after another in arrival order would have given it.
-import { appendEvents, issueJsonOrNull, queryOne, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { requestedRunsCte } from "./deps.js";
-import type { AgentActor, Issue, LockEvent, RunView } from "./types.js";
+import { answerEach, requestedRunsCte } from "./deps.js";
+import type { AgentActor, Issue, RunView } from "./types.js";
 
 export interface ClaimRequest {
   actor: AgentActor;
@@ -92,10 +92,5 @@ function claimForEachStatement(companyId: string, group: ClaimRequest[]) {
 
 /** Runs CLAIM_NEXT_FOR_EACH for a group of one company's claims; answers in request order. */
 export async function claimNextForEach(deps: Pick<LockDeps, "db" | "events">, companyId: string, group: ClaimRequest[]): Promise<ClaimAnswer[]> {
-  const row = await queryOne<{ runs: Record<string, RunView> | null; answers: { runId: string; issue: Issue | null }[]; events: LockEvent[] }>(
-    deps.db,
-    claimForEachStatement(companyId, group),
-  );
-  deps.events.publish(row.events);
-  return row.answers.map(({ runId, issue }) => ({ issue, run: row.runs?.[runId] ?? null }));
+  return answerEach<{ issue: Issue | null }>(deps, claimForEachStatement(companyId, group));
 }

@@ -1,5 +1,6 @@
 import type { Db } from "../db/client.js";
-import { raw, sql } from "../db/sql.js";
+import { queryOne, raw, sql } from "../db/sql.js";
+import type { Sql } from "../db/sql.js";
 import type { AgentActor, LockEvent, Run, RunNotActive, RunView } from "./types.js";
 import { ForbiddenError, runNotActive } from "./types.js";
 
@@ -130,3 +131,17 @@ export const requestedIssuesCte = (companyId: string) => sql`
        ORDER BY i.id
          FOR UPDATE
     )`;
+
+/**
+ * Runs a grouped statement (one that returns `runs`, keyed by id, and one
+ * answer per request naming its `runId`), publishes its events, and returns
+ * the answers in request order, each with its run.
+ */
+export async function answerEach<A>(
+  deps: Pick<LockDeps, "db" | "events">,
+  statement: Sql,
+): Promise<(A & { run: RunView | null })[]> {
+  const row = await queryOne<{ runs: Record<string, RunView> | null; answers: (A & { runId: string })[]; events: LockEvent[] }>(deps.db, statement);
+  deps.events.publish(row.events);
+  return row.answers.map(({ runId, ...answer }) => ({ ...(answer as A), run: row.runs?.[runId] ?? null }));
+}

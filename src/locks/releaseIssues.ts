@@ -1,15 +1,14 @@
 // releaseIssues: the holder gives back many issues in one statement. Each
 // issue is released or refused on its own; both locks of a released issue
 // clear together. releaseIssue is this with one id.
-import { appendEvents, issueJsonOrNull, queryOne, raw, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, raw, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { CLEAR_LOCKS, refuseRun, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "./deps.js";
+import { CLEAR_LOCKS, answerEach, refuseRun, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "./deps.js";
 import type {
   AgentActor,
   Issue,
   IssueNotFound,
   InvalidTransition,
-  LockEvent,
   NotLockOwner,
   ReleaseOutcome,
   RunNotActive,
@@ -97,12 +96,7 @@ function releaseStatement(companyId: string, group: ReleaseRequest[]) {
 
 /** Runs RELEASE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
 export async function releaseForEach(deps: Pick<LockDeps, "db" | "events">, companyId: string, group: ReleaseRequest[]): Promise<ReleaseAnswer[]> {
-  const row = await queryOne<{ runs: Record<string, RunView> | null; answers: (Omit<ReleaseAnswer, "run"> & { runId: string })[]; events: LockEvent[] }>(
-    deps.db,
-    releaseStatement(companyId, group),
-  );
-  deps.events.publish(row.events);
-  return row.answers.map(({ runId, ...a }) => ({ ...a, run: row.runs?.[runId] ?? null }));
+  return answerEach<Omit<ReleaseAnswer, "run">>(deps, releaseStatement(companyId, group));
 }
 
 /** What the event records as the reason. */
