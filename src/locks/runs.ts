@@ -122,10 +122,18 @@ async function releaseAllHeldBy(
   const row = await queryOneInTransaction<{ events: LockEvent[] }>(
     db,
     sql`
-      WITH changed AS (
+      WITH held AS (
+        -- locked in id order, like every statement that locks several issues
+        SELECT i.id FROM issues i
+         WHERE i.checkout_run_id = ${runId}::uuid AND i.company_id = ${companyId}::uuid
+         ORDER BY i.id
+           FOR UPDATE
+      ),
+      changed AS (
         UPDATE issues i
            SET status = ${raw(reopenOrEscalate("i"))}, ${raw(CLEAR_LOCKS)}, updated_at = now()
-         WHERE i.checkout_run_id = ${runId}::uuid AND i.company_id = ${companyId}::uuid
+          FROM held h
+         WHERE i.id = h.id AND i.checkout_run_id = ${runId}::uuid
         RETURNING i.*, 'RELEASED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${agentId}::uuid AS ev_agent_id, ${reason}::text AS ev_reason
       ),
       ${appendEvents("changed")}
