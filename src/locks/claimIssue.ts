@@ -1,5 +1,6 @@
 // claimIssue: take the checkout lock, either on the caller's next claimable
-// issue (CLAIM_NEXT_SKIP_LOCKED) or on one named issue (CHECKOUT_IF_EXPECTED).
+// issue (CLAIM_NEXT_FOR_EACH, claimNext.ts) or on one named issue
+// (CHECKOUT_IF_EXPECTED).
 // Each is one statement: the decision, the change and its ledger row commit
 // together, and zero changed rows is a typed outcome, never an exception.
 import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";

@@ -1,6 +1,6 @@
 // claimIssues: take the checkout of the caller's next `limit` claimable issues
-// in one statement (CLAIM_NEXT_SKIP_LOCKED). claimIssue without an issue id is
-// this with limit 1.
+// in one statement (CLAIM_NEXT_SKIP_LOCKED). claimIssue without an issue id
+// uses CLAIM_NEXT_FOR_EACH (claimNext.ts), which answers a group of callers.
 import { appendEvents, issueJson, queryOne, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { refuseRun, runCte, withoutLive } from "./deps.js";
