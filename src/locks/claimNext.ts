@@ -27,14 +27,19 @@ export interface ClaimAnswer {
  *  - `run` reads every named run FOR SHARE, in id order (as claimIssue does:
  *    finishRun and the sweep update the run row first, so a run being ended
  *    cannot take a lock); only requests whose run is live and their own may claim.
- *  - `cand` takes, for each distinct (agent, pool) of the group, up to
- *    group-size claimable issues in claim order with FOR UPDATE SKIP LOCKED:
+ *  - `cand` takes, for each distinct (agent, pool) of the group, the first
+ *    `want` claimable issues in claim order with FOR UPDATE SKIP LOCKED:
  *    other transactions' claims are skipped and never waited for, and a row
- *    changed since the snapshot is re-checked on its newest version. Lists of
- *    different agents may share rows (this statement's own locks do not skip);
+ *    changed since the snapshot is re-checked on its newest version. `want`
+ *    counts the requests that may take a row of that list (the agent's own,
+ *    plus every pool request when the list includes the pool): enough for
+ *    each of them to find its best remaining row, and no more, because a row
+ *    locked here and then not handed out would make a concurrent claimer on
+ *    another instance skip it and answer NoIssueAvailable while work is
+ *    waiting. Lists may share rows (this statement's own locks do not skip);
  *    `step` hands each row out once.
  *  - `step` walks the requests in arrival order, giving each its best
- *    remaining candidate. Candidates left over stay locked until commit.
+ *    remaining candidate.
  * One CLAIMED event per claimed issue, all under one take of the seq lock.
  */
 function claimForEachStatement(companyId: string, group: ClaimRequest[]) {
@@ -50,14 +55,16 @@ function claimForEachStatement(companyId: string, group: ClaimRequest[]) {
     ),
     cand AS (
       SELECT DISTINCT ON (c.id) c.*
-        FROM (SELECT DISTINCT agent_id, pool FROM asker) g
+        FROM (SELECT l.agent_id, l.pool,
+                     (SELECT count(*) FROM asker a WHERE a.agent_id = l.agent_id OR (l.pool AND a.pool)) AS want
+                FROM (SELECT DISTINCT agent_id, pool FROM asker) l) g
         CROSS JOIN LATERAL (
           SELECT i.id, i.assignee_agent_id, i.priority, i.created_at FROM issues i
            WHERE i.company_id = ${companyId}::uuid
              AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
              AND (i.assignee_agent_id = g.agent_id OR (g.pool AND i.assignee_agent_id IS NULL))
            ORDER BY i.priority, i.created_at, i.id
-           LIMIT ${group.length}::int
+           LIMIT g.want
              FOR UPDATE SKIP LOCKED
         ) c
     ),

@@ -2,6 +2,7 @@
 // in the next one, and each gets what running them one after another in
 // arrival order would have given it.
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { claimNextForEach } from "../../src/locks/claimNext.js";
 import type { ClaimRequest } from "../../src/locks/claimNext.js";
 import type { LockGroups } from "../../src/locks/deps.js";
 import { createLockGroups } from "../../src/locks/groups.js";
@@ -76,6 +77,33 @@ it("each request keeps to its own eligibility, and a dead or foreign run gets no
     [pool1]: runs[1]!.id,
     [pool2]: runs[0]!.id,
   });
+});
+
+it("a group locks only the issues it hands out, so a claimer elsewhere still finds the rest", async () => {
+  const { co, runs, actor } = await setup(2);
+  const [a, b] = [co.agents[0]!, co.agents[1]!];
+  await co.board.ok(Ops.CreateIssuesDocument, {
+    inputs: [
+      ...Array.from({ length: 4 }, (_, i) => ({ title: `a${i}`, assigneeAgentId: a.id })),
+      ...Array.from({ length: 3 }, (_, i) => ({ title: `b${i}`, assigneeAgentId: b.id })),
+      ...Array.from({ length: 3 }, (_, i) => ({ title: `pool${i}` })),
+    ],
+  });
+  const requests: ClaimRequest[] = [
+    { actor: actor(0), runId: runs[0]!.id, includeUnassigned: false },
+    { actor: actor(0), runId: runs[0]!.id, includeUnassigned: false },
+    { actor: actor(1), runId: runs[1]!.id, includeUnassigned: true },
+  ];
+  // Hold the group's transaction open and look from another connection, as a
+  // claim statement on another instance would: every row this group did not
+  // hand out must still be there for it (not skipped as locked).
+  const unlockedWhileHeld = await h.db.prisma.$transaction(async (tx) => {
+    const answers = await claimNextForEach({ db: tx, events: { publish: () => {} } }, co.id, requests);
+    expect(answers.filter((x) => x.issue)).toHaveLength(3);
+    const free = await h.sql<{ id: string }>("SELECT id FROM issues WHERE company_id = $1 AND status = 'OPEN' FOR UPDATE SKIP LOCKED", [co.id]);
+    throw Object.assign(new Error("roll back"), { free: free.length });
+  }).catch((e: { free?: number }) => e.free);
+  expect(unlockedWhileHeld).toBe(10 - 3);
 });
 
 it("acquisitions and releases of different issues share a statement; the same issue waits for the next", async () => {

@@ -92,7 +92,7 @@ describe("races", () => {
     expect(lockEvents.map((e) => e.kind)).toEqual(["CLAIMED"]);
   });
 
-  it("three runHeartbeat ticks at once never claim one issue twice", async () => {
+  it("three runHeartbeat ticks at once never claim one issue twice", { repeats: 10 }, async () => {
     const co = await createCompany(h, 6);
     for (const agent of co.agents) {
       await co.board.ok(Ops.CreateIssuesDocument, { inputs: [{ title: "a", assigneeAgentId: agent.id }, { title: "b", assigneeAgentId: agent.id }] });
