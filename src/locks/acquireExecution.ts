@@ -3,7 +3,7 @@
 // attempt. Taking it counts the attempt. One statement answers one request or
 // a group of them (the API groups a company's concurrent acquisitions).
 import { appendEvents, issueJsonOrNull, runViewJson, sql } from "../db/sql.js";
-import type { LockDeps } from "./deps.js";
+import type { LockDeps, StatementDeps } from "./deps.js";
 import { answerEach, refuseRun, requestedIssuesCte, requestedRunsCte } from "./deps.js";
 import type { AcquireExecutionResult, AgentActor, Issue, RunView } from "./types.js";
 import { issueNotFound } from "./types.js";
@@ -75,7 +75,7 @@ function acquireStatement(companyId: string, group: AcquireRequest[]) {
 }
 
 /** Runs ACQUIRE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
-export async function acquireForEach(deps: Pick<LockDeps, "db" | "events">, companyId: string, group: AcquireRequest[]): Promise<AcquireAnswer[]> {
+export async function acquireForEach(deps: StatementDeps, companyId: string, group: AcquireRequest[]): Promise<AcquireAnswer[]> {
   return answerEach<Omit<AcquireAnswer, "run">>(deps, acquireStatement(companyId, group));
 }
 

@@ -21,6 +21,15 @@ export interface LockDeps {
   readonly groups?: LockGroups;
 }
 
+/**
+ * What one grouped statement needs: something to run SQL on (the client, or a
+ * transaction) and somewhere to publish what it committed.
+ */
+export interface StatementDeps {
+  readonly db: Pick<Db, "$queryRaw">;
+  readonly events: EventSink;
+}
+
 /** A GroupCommit, as the verbs see it. */
 export interface Grouped<Req, Ans> {
   submit(companyId: string, request: Req): Promise<Ans>;
@@ -138,7 +147,7 @@ export const requestedIssuesCte = (companyId: string) => sql`
  * the answers in request order, each with its run.
  */
 export async function answerEach<A>(
-  deps: Pick<LockDeps, "db" | "events">,
+  deps: StatementDeps,
   statement: Sql,
 ): Promise<(A & { run: RunView | null })[]> {
   const row = await queryOne<{ runs: Record<string, RunView> | null; answers: (A & { runId: string })[]; events: LockEvent[] }>(deps.db, statement);

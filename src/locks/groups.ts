@@ -3,11 +3,11 @@
 // out once); acquisitions and releases of the same issue never share one.
 import { acquireForEach } from "./acquireExecution.js";
 import { claimNextForEach } from "./claimNext.js";
-import type { LockDeps, LockGroups } from "./deps.js";
+import type { LockGroups, StatementDeps } from "./deps.js";
 import { GroupCommit } from "./groupCommit.js";
 import { releaseForEach } from "./releaseIssues.js";
 
-export function createLockGroups(deps: Pick<LockDeps, "db" | "events">): LockGroups {
+export function createLockGroups(deps: StatementDeps): LockGroups {
   return {
     claim: new GroupCommit((companyId, group) => claimNextForEach(deps, companyId, group)),
     acquire: new GroupCommit(
