@@ -273,6 +273,18 @@ describe("agent key", () => {
     expect((await acme.agents[0]!.client.ok(Ops.RunDocument, { id: run.id })).run?.agentId).toBe(agent.id);
   });
 
+  it("cannot list its company's agents or read its lock audit (FORBIDDEN): those are the board's", async () => {
+    const agent = acme.agents[0]!.client;
+    for (const read of [
+      () => agent.request(Ops.AgentsDocument, { companyId: acme.id }),
+      () => agent.request(Ops.LockAuditDocument, { companyId: acme.id }),
+    ]) {
+      const res = await read();
+      expectCode(res, "FORBIDDEN");
+      expectNoData(res, "read");
+    }
+  });
+
   it("cannot read another company (FORBIDDEN for lists, null for ids)", async () => {
     const agent = acme.agents[0]!.client;
     for (const list of [

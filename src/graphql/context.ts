@@ -99,6 +99,16 @@ export function requireCompanyReader(ctx: Context, companyId: string): string {
   return id;
 }
 
+/**
+ * May the caller oversee this company (its agents, its lock audit)? Admin:
+ * any; a board key: its own. Agent keys read issues, runs and events only.
+ */
+export function requireCompanyOverseer(ctx: Context, companyId: string): string {
+  const id = requireCompanyReader(ctx, companyId);
+  if (requirePrincipal(ctx).role === "AGENT") throw forbidden("agent keys may read issues, runs and events only");
+  return id;
+}
+
 /** The company an entity lookup is confined to: null (any) for the admin. */
 export function readScope(ctx: Context): string | null {
   return requirePrincipal(ctx).companyId;

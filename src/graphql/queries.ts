@@ -2,7 +2,7 @@ import { getCompany, getRun, listAgents, listIssues, listLockEvents, listRuns } 
 import { getIssues } from "../locks/reads.js";
 import { lockAudit } from "../locks/lockAudit.js";
 import { builder } from "./builder.js";
-import { badInput, readScope, requireCompanyReader, requirePrincipal, validateId } from "./context.js";
+import { badInput, readScope, requireCompanyOverseer, requireCompanyReader, requirePrincipal, validateId } from "./context.js";
 import { AgentRef, CompanyRef, PrincipalRef } from "./types/company.js";
 import { IssueStatusEnum, RunStatusEnum } from "./types/enums.js";
 import { IssueConnectionRef, IssueRef } from "./types/issue.js";
@@ -52,7 +52,7 @@ builder.queryFields((t) => ({
   agents: t.field({
     type: [AgentRef],
     args: { companyId: t.arg.id({ required: true }) },
-    resolve: (_root, args, ctx) => listAgents(ctx.services.db, requireCompanyReader(ctx, args.companyId)),
+    resolve: (_root, args, ctx) => listAgents(ctx.services.db, requireCompanyOverseer(ctx, args.companyId)),
   }),
 
   issue: t.field({
@@ -127,6 +127,6 @@ builder.queryFields((t) => ({
   lockAudit: t.field({
     type: LockAuditRef,
     args: { companyId: t.arg.id({ required: true }) },
-    resolve: (_root, args, ctx) => lockAudit(ctx.services.db, requireCompanyReader(ctx, args.companyId)),
+    resolve: (_root, args, ctx) => lockAudit(ctx.services.db, requireCompanyOverseer(ctx, args.companyId)),
   }),
 }));
