@@ -151,23 +151,22 @@ export function buildApp(deps: AppDeps): App {
       });
       server.keepAliveTimeout = 65_000;
       wss = new WebSocketServer({ server, path: yoga.graphqlEndpoint, maxPayload: 1024 * 1024 });
-      disposeWs = useServer<{ authorization?: string }, { principal: Principal }>(
+      disposeWs = useServer<{ authorization?: string }, { principal?: Principal | null }>(
         {
-          // Authenticate once per connection; an unknown token closes it (4403).
-          onConnect: async (ctx) => {
-            const principal = await resolver
-              .resolve(ctx.connectionParams?.authorization ?? ctx.extra.request.headers.authorization)
-              .catch((err: unknown) => {
-                deps.log("error", "could not authenticate a WebSocket connection", errorFields(err));
-                return null;
-              });
-            if (!principal) return false;
-            ctx.extra.principal = principal;
-            return true;
-          },
+          // Authenticate once per connection, at its first operation. A missing
+          // or unknown token fails each operation with UNAUTHENTICATED, as over
+          // HTTP; the socket stays open.
           onSubscribe: async (ctx, _id, params) => {
+            if (ctx.extra.principal === undefined) {
+              try {
+                ctx.extra.principal = await resolver.resolve(ctx.connectionParams?.authorization ?? ctx.extra.request.headers.authorization);
+              } catch (err) {
+                deps.log("error", "could not authenticate a WebSocket operation", errorFields(err));
+                return [new GraphQLError("could not authenticate; try again", { extensions: { code: "INTERNAL_SERVER_ERROR" } })];
+              }
+            }
             const enveloped = yoga.getEnveloped({
-              wsPrincipal: ctx.extra.principal ?? null,
+              wsPrincipal: ctx.extra.principal,
               request: undefined as never,
               params,
             });
