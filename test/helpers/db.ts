@@ -36,7 +36,9 @@ export interface TestDatabase {
 
 export async function createTestDatabase(): Promise<TestDatabase> {
   const template = await templateName();
-  const name = `baton_test_${randomBytes(6).toString("hex")}`;
+  // The creation time is in the name: globalSetup drops only old leftovers,
+  // never a database another test run has just created.
+  const name = `baton_test_${Math.floor(Date.now() / 1000)}_${randomBytes(4).toString("hex")}`;
   await withAdmin(async (client) => {
     for (let attempt = 1; ; attempt++) {
       try {

@@ -5,11 +5,14 @@ import { databaseUrl, templateName, withAdmin } from "./db.js";
 export default async function setup() {
   const template = await templateName();
   await withAdmin(async (client) => {
-    // Test databases of earlier runs that did not get to drop theirs. Only
-    // those nobody is connected to: another test run may be using its own.
+    // Test databases of earlier runs that did not get to drop theirs: only
+    // those nobody is connected to and created over an hour ago (the name
+    // says when), since another test run may be using, or just creating, its own.
     const { rows } = await client.query<{ datname: string }>(
       `SELECT d.datname FROM pg_database d
-        WHERE (d.datname LIKE 'baton_test_%' OR (d.datname LIKE 'baton_template_%' AND d.datname <> $1))
+        WHERE CASE WHEN d.datname ~ '^baton_test_[0-9]+_' THEN split_part(d.datname, '_', 3)::bigint < extract(epoch FROM now()) - 3600
+                   WHEN d.datname LIKE 'baton_template_%' THEN d.datname <> $1
+                   ELSE d.datname LIKE 'baton_test_%' END
           AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = d.datname)`,
       [template],
     );

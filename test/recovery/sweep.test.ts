@@ -1,6 +1,6 @@
 // The recovery sweep: rows on both sides of every cut-off, concurrent
 // sweepers, and the heartbeat/sweep race.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { sweep } from "../../src/locks/sweep.js";
 import type { LockEvent } from "../../src/locks/types.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
@@ -15,6 +15,9 @@ beforeAll(async () => {
   h = await startHarness();
 });
 afterAll(() => h?.close());
+// sweep() covers the whole database: runs a test leaves alive must not expire
+// into the next test's counts, however slowly this machine runs today.
+afterEach(() => h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() + interval '1 day' WHERE status = 'RUNNING'"));
 
 async function heldIssues(co: Company, agentIndex: number, count: number, acquire: number) {
   const agent = co.agents[agentIndex]!;
