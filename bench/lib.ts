@@ -26,7 +26,9 @@ export async function freshDatabase(name: string): Promise<string> {
 }
 
 export async function startApi(databaseUrl: string, port: number, env: Record<string, string> = {}): Promise<{ url: string; child: ChildProcess; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/bin/server.ts"], {
+  // BENCH_API_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the API under load.
+  const nodeArgs = (process.env.BENCH_API_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/bin/server.ts"], {
     env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), BATON_ADMIN_TOKEN: ADMIN_TOKEN, BATON_RUN_LEASE_SECONDS: "3600", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -14,9 +14,10 @@ import type { Principal } from "./auth/principal.js";
 import type { Db } from "./db/client.js";
 import type { EventBus } from "./events/bus.js";
 import { SubscriptionOverflowError } from "./events/stream.js";
+import { LedgerReader } from "./events/ledger.js";
 import { LedgerWatcher } from "./events/watcher.js";
 import type { AppServices } from "./graphql/context.js";
-import { createContext } from "./graphql/context.js";
+import { createContext, IssueLoader } from "./graphql/context.js";
 import { queryShapeRule } from "./graphql/limits.js";
 import { schema } from "./graphql/schema.js";
 import { ForbiddenError, InvalidInputError } from "./locks/types.js";
@@ -73,6 +74,8 @@ export function buildApp(deps: AppDeps): App {
     db: deps.db,
     bus: deps.bus,
     watcher: new LedgerWatcher(deps.db, deps.ledgerPollMs ?? 1000, deps.log),
+    ledger: new LedgerReader(deps.db),
+    issues: new IssueLoader(deps.db),
     log: deps.log,
     metrics: new Metrics({ events: deps.bus }),
     locks: withGroupCommit({ db: deps.db, events: deps.bus, leaseSeconds: deps.leaseSeconds }),

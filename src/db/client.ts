@@ -7,6 +7,8 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import { PrismaClient } from "../generated/prisma/client.js";
 
 export type Db = PrismaClient;
+/** What a single statement needs: the client, or a transaction of it. */
+export type Queryable = Pick<Db, "$queryRaw">;
 
 export interface DbHandle {
   readonly prisma: Db;

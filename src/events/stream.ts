@@ -8,11 +8,9 @@
 // subscribing and SUBSCRIBE being confirmed) it reads the missing range from
 // the ledger first. Anything at or below the last seq passed is a duplicate
 // and is dropped. A replay (afterSeq) is the same mechanism started earlier.
-import type { Db } from "../db/client.js";
-import { queryOne, sql } from "../db/sql.js";
-import { listLockEvents } from "../locks/reads.js";
 import type { LockEvent } from "../locks/types.js";
 import type { EventBus } from "./bus.js";
+import type { LedgerReader } from "./ledger.js";
 import type { LedgerWatcher } from "./watcher.js";
 
 export interface StreamFilter {
@@ -46,14 +44,14 @@ interface Control {
  * its finally unsubscribes.
  */
 export function lockEventStream(
-  db: Db,
+  ledger: LedgerReader,
   bus: EventBus,
   watcher: LedgerWatcher | null,
   filter: StreamFilter,
   options: StreamOptions = {},
 ): AsyncIterableIterator<LockEvent> {
   const control: Control = { closed: false, wake: () => {} };
-  const inner = streamEvents(db, bus, watcher, filter, options, control);
+  const inner = streamEvents(ledger, bus, watcher, filter, options, control);
   let open = true;
   options.onOpen?.();
   const end = () => {
@@ -102,7 +100,7 @@ export class SubscriptionOverflowError extends Error {
 }
 
 async function* streamEvents(
-  db: Db,
+  ledger: LedgerReader,
   bus: EventBus,
   watcher: LedgerWatcher | null,
   filter: StreamFilter,
@@ -149,15 +147,17 @@ async function* streamEvents(
     }) ?? (() => {});
   try {
     // The subscription is confirmed; where does the stream start?
-    last = BigInt(
-      filter.afterSeq ??
-        (await queryOne<{ seq: string }>(db, sql`SELECT last_event_seq::text AS seq FROM companies WHERE id = ${filter.companyId}::uuid`))?.seq ??
-        "0",
-    );
-    /** Ledger rows after `last`, up to `until` (inclusive) or to the end. */
+    last = filter.afterSeq != null ? BigInt(filter.afterSeq) : await ledger.lastSeq(filter.companyId);
+    /**
+     * Ledger rows after `last`, up to `until` (inclusive) or to the end. Rows
+     * up to `until` are known to be committed (a later seq has arrived, and
+     * the ledger is visible in seq order), but a shared read may have started
+     * a moment before they were: a short page that stops before `until` is
+     * read again (a few times at most, so a broken ledger cannot spin here).
+     */
     async function* fromLedger(until: bigint | null): AsyncGenerator<LockEvent> {
-      for (;;) {
-        const page = await listLockEvents(db, filter.companyId, { afterSeq: last.toString(), first: pageSize });
+      for (let shortPages = 0; ; ) {
+        const page = await ledger.page(filter.companyId, last, pageSize);
         for (const e of page) {
           if (control.closed) return;
           const seq = BigInt(e.seq);
@@ -165,7 +165,8 @@ async function* streamEvents(
           last = seq;
           if (matches(e)) yield e;
         }
-        if (page.length < pageSize) return;
+        if (page.length === pageSize) continue;
+        if (until === null || last >= until || ++shortPages >= 3) return;
       }
     }
     if (filter.afterSeq != null) yield* fromLedger(null);

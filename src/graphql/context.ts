@@ -2,8 +2,9 @@
 // what). Resolvers stay thin: check scope, validate ids, call a verb.
 import { GraphQLError } from "graphql";
 import type { Principal } from "../auth/principal.js";
-import type { Db } from "../db/client.js";
+import type { Db, Queryable } from "../db/client.js";
 import type { EventBus } from "../events/bus.js";
+import type { LedgerReader } from "../events/ledger.js";
 import type { LedgerWatcher } from "../events/watcher.js";
 import type { LockDeps } from "../locks/deps.js";
 import { getIssues } from "../locks/reads.js";
@@ -16,6 +17,8 @@ export interface AppServices {
   readonly db: Db;
   readonly bus: EventBus;
   readonly watcher: LedgerWatcher;
+  readonly ledger: LedgerReader;
+  readonly issues: IssueLoader;
   readonly locks: LockDeps;
   readonly log: Logger;
   readonly metrics: Metrics;
@@ -24,44 +27,58 @@ export interface AppServices {
 export interface Context {
   readonly principal: Principal | null;
   readonly services: AppServices;
-  /** Batches `issue` lookups made while resolving one operation (LockEvent.issue). */
+  /** The issue within the caller's scope; lookups made in one tick share a query (LockEvent.issue). */
   readonly loadIssue: (id: string) => Promise<Issue | null>;
 }
 
 export function createContext(services: AppServices, principal: Principal | null): Context {
-  return { principal, services, loadIssue: issueLoader(services.db, principal?.companyId ?? null) };
+  const scope = principal?.companyId ?? null;
+  return { principal, services, loadIssue: (id) => services.issues.load(scope, id) };
 }
 
 /**
- * A minimal DataLoader: lookups made in the same tick go to the database as
- * one query. Nothing is kept after a batch settles (a subscription's context
- * lives as long as the subscription, and `issue` means the issue as it is now).
+ * A minimal DataLoader shared by every operation of the instance: `issue`
+ * lookups made in the same tick go to the database as one query per company
+ * scope. When an event reaches a thousand subscriptions that select
+ * `LockEvent.issue`, that is one read, not a thousand. Nothing is kept after a
+ * batch settles (`issue` means the issue as it is now).
  */
-function issueLoader(db: Db, companyId: string | null): (id: string) => Promise<Issue | null> {
-  type Waiter = { resolve: (issue: Issue | null) => void; reject: (err: unknown) => void };
-  let pending: Map<string, Waiter[]> | null = null;
-  return (id) =>
-    new Promise<Issue | null>((resolve, reject) => {
-      if (!pending) {
-        const batch = (pending = new Map<string, Waiter[]>());
+export class IssueLoader {
+  private pending: Map<string | null, Map<string, Waiter[]>> | null = null;
+
+  constructor(private readonly db: Queryable) {}
+
+  /** The issue, if it exists within `scope` (a company id; null: any company). */
+  load(scope: string | null, id: string): Promise<Issue | null> {
+    return new Promise<Issue | null>((resolve, reject) => {
+      if (!this.pending) {
+        const batch = (this.pending = new Map());
         setImmediate(() => {
-          pending = null;
-          getIssues(db, [...batch.keys()], companyId).then(
-            (issues) => {
-              const byId = new Map(issues.map((i) => [i.id, i]));
-              for (const [key, waiters] of batch) for (const w of waiters) w.resolve(byId.get(key) ?? null);
-            },
-            (err: unknown) => {
-              for (const waiters of batch.values()) for (const w of waiters) w.reject(err);
-            },
-          );
+          this.pending = null;
+          for (const [companyId, ids] of batch) this.fetch(companyId, ids);
         });
       }
-      const waiters = pending.get(id) ?? [];
+      let ids = this.pending.get(scope);
+      if (!ids) this.pending.set(scope, (ids = new Map()));
+      const waiters = ids.get(id) ?? [];
       waiters.push({ resolve, reject });
-      pending.set(id, waiters);
+      ids.set(id, waiters);
     });
+  }
+
+  private fetch(companyId: string | null, ids: Map<string, Waiter[]>): void {
+    getIssues(this.db, [...ids.keys()], companyId).then(
+      (issues) => {
+        const byId = new Map(issues.map((i) => [i.id, i]));
+        for (const [id, waiters] of ids) for (const w of waiters) w.resolve(byId.get(id) ?? null);
+      },
+      (err: unknown) => {
+        for (const waiters of ids.values()) for (const w of waiters) w.reject(err);
+      },
+    );
+  }
 }
+type Waiter = { resolve: (issue: Issue | null) => void; reject: (err: unknown) => void };
 
 export const unauthenticated = () =>
   new GraphQLError("missing or unknown token: send Authorization: Bearer <token>", { extensions: { code: "UNAUTHENTICATED" } });

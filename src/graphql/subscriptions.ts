@@ -23,7 +23,7 @@ builder.subscriptionFields((t) => ({
         afterSeq: parseSeq("afterSeq", args.afterSeq),
       };
       const { metrics } = ctx.services;
-      return lockEventStream(ctx.services.db, ctx.services.bus, ctx.services.watcher, filter, {
+      return lockEventStream(ctx.services.ledger, ctx.services.bus, ctx.services.watcher, filter, {
         onOpen: () => metrics.subscriptions.inc(),
         onClose: () => metrics.subscriptions.dec(),
       });

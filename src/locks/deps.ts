@@ -1,4 +1,4 @@
-import type { Db } from "../db/client.js";
+import type { Db, Queryable } from "../db/client.js";
 import { queryOne, raw, sql } from "../db/sql.js";
 import type { Sql } from "../db/sql.js";
 import type { AgentActor, LockEvent, Run, RunNotActive, RunView } from "./types.js";
@@ -26,7 +26,7 @@ export interface LockDeps {
  * transaction) and somewhere to publish what it committed.
  */
 export interface StatementDeps {
-  readonly db: Pick<Db, "$queryRaw">;
+  readonly db: Queryable;
   readonly events: EventSink;
 }
 

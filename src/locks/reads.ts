@@ -1,11 +1,11 @@
 // Read models for the queries. Every read is scoped to one company: an id from
 // another company reads as not found.
-import type { Db } from "../db/client.js";
+import type { Queryable } from "../db/client.js";
 import { eventJson, issueJson, queryAll, queryOne, runJson, sql } from "../db/sql.js";
 import type { Agent, Company } from "../auth/accounts.js";
 import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "./types.js";
 
-export async function getCompany(db: Db, id: string): Promise<Company | null> {
+export async function getCompany(db: Queryable, id: string): Promise<Company | null> {
   const row = await queryOne<{ company: Company } | undefined>(
     db,
     sql`SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company FROM companies c WHERE c.id = ${id}::uuid`,
@@ -13,7 +13,7 @@ export async function getCompany(db: Db, id: string): Promise<Company | null> {
   return row?.company ?? null;
 }
 
-export async function listAgents(db: Db, companyId: string): Promise<Agent[]> {
+export async function listAgents(db: Queryable, companyId: string): Promise<Agent[]> {
   const rows = await queryAll<{ agent: Agent }>(
     db,
     sql`SELECT json_build_object('id', a.id, 'companyId', a.company_id, 'name', a.name, 'nameKey', a.name_key, 'createdAt', a.created_at) AS agent
@@ -23,7 +23,7 @@ export async function listAgents(db: Db, companyId: string): Promise<Agent[]> {
 }
 
 /** Issues by id, each only if it belongs to the company (null: any company). */
-export async function getIssues(db: Db, ids: readonly string[], companyId: string | null): Promise<Issue[]> {
+export async function getIssues(db: Queryable, ids: readonly string[], companyId: string | null): Promise<Issue[]> {
   if (ids.length === 0) return [];
   const rows = await queryAll<{ issue: Issue }>(
     db,
@@ -40,7 +40,7 @@ export interface IssuePage {
 
 /** Issues in (created_at, id) order, after the issue `afterId` (keyset pagination: stable under inserts). */
 export async function listIssues(
-  db: Db,
+  db: Queryable,
   companyId: string,
   filter: { status?: IssueStatus[] | null; assigneeAgentId?: string | null; afterId?: string | null; first: number },
 ): Promise<IssuePage> {
@@ -58,7 +58,7 @@ export async function listIssues(
   return { issues: rows.slice(0, filter.first).map((r) => r.issue), hasNextPage: rows.length > filter.first };
 }
 
-export async function getRun(db: Db, id: string, companyId: string | null): Promise<Run | null> {
+export async function getRun(db: Queryable, id: string, companyId: string | null): Promise<Run | null> {
   const row = await queryOne<{ run: Run } | undefined>(
     db,
     sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
@@ -68,7 +68,7 @@ export async function getRun(db: Db, id: string, companyId: string | null): Prom
 }
 
 /** Newest first. */
-export async function listRuns(db: Db, companyId: string, status: RunStatus[] | null, first: number): Promise<Run[]> {
+export async function listRuns(db: Queryable, companyId: string, status: RunStatus[] | null, first: number): Promise<Run[]> {
   const rows = await queryAll<{ run: Run }>(
     db,
     sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
@@ -86,7 +86,7 @@ export async function listRuns(db: Db, companyId: string, status: RunStatus[] | 
  * n is visible every smaller seq already is (docs/events.md).
  */
 export async function listLockEvents(
-  db: Db,
+  db: Queryable,
   companyId: string,
   filter: { afterSeq: string | null; issueId?: string | null; agentId?: string | null; first: number },
 ): Promise<LockEvent[]> {

@@ -1,15 +1,18 @@
 // The stream behind lockChanged, without sockets: events whose publish never
 // happened still arrive (the ledger watcher), and a consumer that stops
-// reading is cut off with a resumable error instead of growing without bound.
+// reading is cut off with a resumable error instead of growing without bound;
+// the reads streams make are shared by all the subscriptions of an instance.
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createInProcessBus } from "../../src/events/bus.js";
 import { lockEventStream, SubscriptionOverflowError } from "../../src/events/stream.js";
+import { IssueLoader } from "../../src/graphql/context.js";
+import { LedgerReader } from "../../src/events/ledger.js";
 import { LedgerWatcher } from "../../src/events/watcher.js";
 import { sweep } from "../../src/locks/sweep.js";
 import { silentLogger } from "../../src/log.js";
 import { Client, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
-import { race } from "../helpers/race.js";
+import { eventually, race } from "../helpers/race.js";
 import { Subscriber } from "../helpers/subscriber.js";
 
 let h: Harness;
@@ -73,7 +76,7 @@ it("closes a stream whose consumer stops reading, with the seq to resume from", 
   const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
   const bus = createInProcessBus();
   const watcher = new LedgerWatcher(h.db.prisma, 60_000, silentLogger);
-  const stream = lockEventStream(h.db.prisma, bus, watcher, { companyId: co.id }, { maxBuffered: 10 });
+  const stream = lockEventStream(new LedgerReader(h.db.prisma), bus, watcher, { companyId: co.id }, { maxBuffered: 10 });
   const first = stream.next();
   // The stream is live once its first pull has subscribed; claim through a
   // server whose bus is this one, so that every event reaches the stream.
@@ -108,4 +111,108 @@ it("closes a stream whose consumer stops reading, with the seq to resume from", 
   expect((error as Error).message).toContain(`afterSeq: "${drained.at(-1) ?? "1"}"`);
   watcher.stop();
   await app.stop();
+});
+
+/**
+ * The real database behind a counter, with a gate that can hold answers back
+ * after PostgreSQL has given them (as a slow or busy event loop would).
+ */
+function gatedDb() {
+  let held: Promise<void> | null = null;
+  let open = () => {};
+  const counts = { started: 0, answered: 0 };
+  const db = {
+    $queryRaw: (async (query: Parameters<typeof h.db.prisma.$queryRaw>[0]) => {
+      counts.started++;
+      const rows = await h.db.prisma.$queryRaw(query);
+      counts.answered++;
+      if (held) await held;
+      return rows;
+    }) as typeof h.db.prisma.$queryRaw,
+  };
+  return {
+    db,
+    counts,
+    hold: () => void (held = new Promise<void>((resolve) => (open = resolve))),
+    release: () => ((held = null), open()),
+  };
+}
+
+class CountingReader extends LedgerReader {
+  pages = 0;
+  override page(companyId: string, afterSeq: bigint, first: number) {
+    this.pages++;
+    return super.page(companyId, afterSeq, first);
+  }
+}
+
+async function claimsOf(n: number) {
+  const co = await createCompany(h, 1);
+  const agent = co.agents[0]!;
+  await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: n }, () => ({ title: "x", assigneeAgentId: agent.id })) });
+  const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
+  const claim = async () => expect((await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id })).claimIssue.__typename).toBe("IssueClaimed");
+  return { co, claim };
+}
+
+it("streams of one instance that need the same ledger page share one read", async () => {
+  const { co, claim } = await claimsOf(3);
+  for (let i = 0; i < 3; i++) await claim();
+  const gated = gatedDb();
+  const ledger = new LedgerReader(gated.db);
+  const bus = createInProcessBus();
+  const streams = Array.from({ length: 50 }, () => lockEventStream(ledger, bus, null, { companyId: co.id, afterSeq: "0" }));
+  const got = await Promise.all(streams.map(async (s) => [(await s.next()).value.seq, (await s.next()).value.seq, (await s.next()).value.seq]));
+  for (const seqs of got) expect(seqs).toEqual(["1", "2", "3"]);
+  expect(gated.counts.started).toBe(1);
+  await Promise.all(streams.map((s) => s.return!()));
+});
+
+it("a gap filled by a shared read that began before the gap's rows committed reads again, and misses nothing", async () => {
+  const { co, claim } = await claimsOf(3);
+  await claim(); // seq 1
+  const gated = gatedDb();
+  const ledger = new CountingReader(gated.db);
+  const bus = createInProcessBus(); // reaches this stream only: the harness's server publishes elsewhere
+  const stream = lockEventStream(ledger, bus, null, { companyId: co.id, afterSeq: "1" });
+  const next = [stream.next(), stream.next()];
+  await eventually(() => (gated.counts.answered === 1 ? true : undefined), "the stream's replay read");
+  // Another stream's read of the same page, answered by PostgreSQL now (nothing after seq 1) but held back.
+  gated.hold();
+  const stale = ledger.page(co.id, 1n, 500);
+  await eventually(() => (gated.counts.answered === 2 ? true : undefined), "the early read");
+  await claim(); // seq 2: committed, never published to this stream
+  await claim(); // seq 3: published, so the stream sees the gap 2..2 and joins the early read
+  const [third] = await h.sql<{ event: unknown }>(
+    "SELECT json_build_object('seq', seq::text, 'companyId', company_id, 'issueId', issue_id, 'kind', kind) AS event FROM lock_events WHERE company_id = $1 AND seq = 3",
+    [co.id],
+  );
+  bus.publish([third!.event as never]);
+  await eventually(() => (ledger.pages === 3 ? true : undefined), "the stream to ask for the gap");
+  gated.release();
+  expect(await stale).toEqual([]);
+  const [a, b] = await Promise.all(next);
+  expect([a!.value.seq, b!.value.seq]).toEqual(["2", "3"]);
+  await stream.return!();
+});
+
+it("LockEvent.issue lookups of many subscriptions share one read per company scope, and never cross scopes", async () => {
+  const acme = await createCompany(h, 1);
+  const globex = await createCompany(h, 1);
+  const { createIssue: a } = await acme.board.ok(Ops.CreateIssueDocument, { input: { title: "acme's" } });
+  const { createIssue: g } = await globex.board.ok(Ops.CreateIssueDocument, { input: { title: "globex's" } });
+  const gated = gatedDb();
+  const issues = new IssueLoader(gated.db);
+  // As a tick in which one event reaches 100 subscriptions of acme, one admin's, and one of globex's asking for acme's issue.
+  const [acmeViews, adminView, globexView, globexOwn] = await Promise.all([
+    Promise.all(Array.from({ length: 100 }, () => issues.load(acme.id, a.id))),
+    issues.load(null, a.id),
+    issues.load(globex.id, a.id),
+    issues.load(globex.id, g.id),
+  ]);
+  for (const view of acmeViews) expect(view).toMatchObject({ id: a.id, title: "acme's" });
+  expect(adminView).toMatchObject({ id: a.id });
+  expect(globexView).toBeNull();
+  expect(globexOwn).toMatchObject({ id: g.id });
+  expect(gated.counts.started).toBe(3); // acme, the admin (any company), globex
 });
