@@ -191,8 +191,15 @@ const RELEASE = `mutation($r: ID!, $i: ID!) { releaseIssue(runId: $r, issueId: $
 const CLAIM_MANY = `mutation($r: ID!, $n: Int!) { claimIssues(runId: $r, limit: $n, includeUnassigned: true, acquireExecution: true) { __typename ... on IssuesClaimed { issues { id } } } }`;
 const RELEASE_MANY = `mutation($r: ID!, $ids: [ID!]!) { releaseIssues(runId: $r, issueIds: $ids, outcome: DONE) { __typename ... on IssuesReleased { issues { id } } } }`;
 
-/** One job at a time per agent: claim → acquire → release DONE, until drained or `seconds`. */
-async function batonSingle(apiUrl: string, fleet: BatonFleet, backlog: number, seconds: number): Promise<Measured> {
+/** What one round of one agent ends with: jobs completed (and what went wrong on the way), or why the agent stops. */
+type Round = { jobs: number; error?: string } | { drained: true } | { error: string };
+
+/**
+ * Every agent of the fleet runs `round` until it is drained, fails, or
+ * `seconds` pass (and at most `maxRounds` times, a hard cap); jobs are counted
+ * when their release is committed.
+ */
+async function runFleet(fleet: BatonFleet, backlog: number, seconds: number, maxRounds: number, round: (agent: BatonFleet["agents"][number]) => Promise<Round>): Promise<Measured> {
   const errors: string[] = [];
   let jobs = 0;
   let drained = false;
@@ -200,77 +207,49 @@ async function batonSingle(apiUrl: string, fleet: BatonFleet, backlog: number, s
   const deadline = started + seconds * 1000;
   await Promise.all(
     fleet.agents.map(async (agent) => {
-      // Bounded by time, by the backlog, and by a hard iteration cap.
-      for (let i = 0; i < backlog + 10 && now() < deadline; i++) {
-        try {
-          const { claimIssue } = await gql<{ claimIssue: { __typename: string; issue?: { id: string } } }>(apiUrl, agent.key, CLAIM, { r: agent.runId });
-          if (claimIssue.__typename !== "IssueClaimed" || !claimIssue.issue) {
-            if (claimIssue.__typename === "NoIssueAvailable") drained = true;
-            else errors.push(`claimIssue → ${claimIssue.__typename}`);
-            return;
-          }
-          const issueId = claimIssue.issue.id;
-          const { acquireExecution } = await gql<{ acquireExecution: { __typename: string } }>(apiUrl, agent.key, ACQUIRE, { r: agent.runId, i: issueId });
-          if (acquireExecution.__typename !== "ExecutionAcquired") {
-            errors.push(`acquireExecution → ${acquireExecution.__typename}`);
-            return;
-          }
-          const { releaseIssue } = await gql<{ releaseIssue: { __typename: string } }>(apiUrl, agent.key, RELEASE, { r: agent.runId, i: issueId });
-          if (releaseIssue.__typename !== "IssueReleased") {
-            errors.push(`releaseIssue → ${releaseIssue.__typename}`);
-            return;
-          }
-          jobs++;
-        } catch (error) {
-          errors.push(message(error));
-          return;
-        }
+      for (let i = 0; i < maxRounds && now() < deadline; i++) {
+        const result = await round(agent).catch((error: unknown): Round => ({ error: message(error) }));
+        if ("drained" in result) drained = true;
+        if ("error" in result && result.error) errors.push(result.error);
+        if (!("jobs" in result)) return;
+        jobs += result.jobs;
       }
     }),
   );
   return { jobs, seconds: (now() - started) / 1000, backlog, drained, errors };
 }
 
+/** One job at a time per agent: claim → acquire → release DONE, until drained or `seconds`. */
+function batonSingle(apiUrl: string, fleet: BatonFleet, backlog: number, seconds: number): Promise<Measured> {
+  return runFleet(fleet, backlog, seconds, backlog + 10, async (agent): Promise<Round> => {
+    const { claimIssue } = await gql<{ claimIssue: { __typename: string; issue?: { id: string } } }>(apiUrl, agent.key, CLAIM, { r: agent.runId });
+    if (claimIssue.__typename === "NoIssueAvailable") return { drained: true };
+    if (claimIssue.__typename !== "IssueClaimed" || !claimIssue.issue) return { error: `claimIssue → ${claimIssue.__typename}` };
+    const issueId = claimIssue.issue.id;
+    const { acquireExecution } = await gql<{ acquireExecution: { __typename: string } }>(apiUrl, agent.key, ACQUIRE, { r: agent.runId, i: issueId });
+    if (acquireExecution.__typename !== "ExecutionAcquired") return { error: `acquireExecution → ${acquireExecution.__typename}` };
+    const { releaseIssue } = await gql<{ releaseIssue: { __typename: string } }>(apiUrl, agent.key, RELEASE, { r: agent.runId, i: issueId });
+    if (releaseIssue.__typename !== "IssueReleased") return { error: `releaseIssue → ${releaseIssue.__typename}` };
+    return { jobs: 1 };
+  });
+}
+
 /** Batched: claimIssues(limit, acquireExecution: true) → releaseIssues, until drained or `seconds`. */
-async function batonBatched(apiUrl: string, fleet: BatonFleet, backlog: number, seconds: number): Promise<Measured> {
-  const errors: string[] = [];
-  let jobs = 0;
-  let drained = false;
-  const started = now();
-  const deadline = started + seconds * 1000;
-  await Promise.all(
-    fleet.agents.map(async (agent) => {
-      for (let i = 0; i < Math.ceil(backlog / BATON_BATCH_LIMIT) + 10 && now() < deadline; i++) {
-        try {
-          const { claimIssues } = await gql<{ claimIssues: { __typename: string; issues?: { id: string }[] } }>(
-            apiUrl, agent.key, CLAIM_MANY, { r: agent.runId, n: BATON_BATCH_LIMIT });
-          if (claimIssues.__typename !== "IssuesClaimed" || !claimIssues.issues) {
-            if (claimIssues.__typename === "NoIssueAvailable") drained = true;
-            else errors.push(`claimIssues → ${claimIssues.__typename}`);
-            return;
-          }
-          if (claimIssues.issues.length === 0) {
-            drained = true;
-            return;
-          }
-          // claimIssues(acquireExecution: true) took both locks: the issues are IN_PROGRESS.
-          const acquired = claimIssues.issues.map(({ id }) => id);
-          const { releaseIssues } = await gql<{ releaseIssues: { __typename: string; issues?: { id: string }[] } }>(
-            apiUrl, agent.key, RELEASE_MANY, { r: agent.runId, ids: acquired });
-          if (releaseIssues.__typename !== "IssuesReleased" || !releaseIssues.issues) {
-            errors.push(`releaseIssues → ${releaseIssues.__typename}`);
-            return;
-          }
-          jobs += releaseIssues.issues.length;
-          if (releaseIssues.issues.length < acquired.length) errors.push(`releaseIssues released ${releaseIssues.issues.length} of ${acquired.length}`);
-        } catch (error) {
-          errors.push(message(error));
-          return;
-        }
-      }
-    }),
-  );
-  return { jobs, seconds: (now() - started) / 1000, backlog, drained, errors };
+function batonBatched(apiUrl: string, fleet: BatonFleet, backlog: number, seconds: number): Promise<Measured> {
+  return runFleet(fleet, backlog, seconds, Math.ceil(backlog / BATON_BATCH_LIMIT) + 10, async (agent): Promise<Round> => {
+    const { claimIssues } = await gql<{ claimIssues: { __typename: string; issues?: { id: string }[] } }>(
+      apiUrl, agent.key, CLAIM_MANY, { r: agent.runId, n: BATON_BATCH_LIMIT });
+    if (claimIssues.__typename === "NoIssueAvailable" || claimIssues.issues?.length === 0) return { drained: true };
+    if (claimIssues.__typename !== "IssuesClaimed" || !claimIssues.issues) return { error: `claimIssues → ${claimIssues.__typename}` };
+    // claimIssues(acquireExecution: true) took both locks: the issues are IN_PROGRESS.
+    const acquired = claimIssues.issues.map(({ id }) => id);
+    const { releaseIssues } = await gql<{ releaseIssues: { __typename: string; issues?: { id: string }[] } }>(
+      apiUrl, agent.key, RELEASE_MANY, { r: agent.runId, ids: acquired });
+    if (releaseIssues.__typename !== "IssuesReleased" || !releaseIssues.issues) return { error: `releaseIssues → ${releaseIssues.__typename}` };
+    // A partial release is reported; the jobs that were released still count.
+    const partial = releaseIssues.issues.length < acquired.length ? `releaseIssues released ${releaseIssues.issues.length} of ${acquired.length}` : undefined;
+    return { jobs: releaseIssues.issues.length, error: partial };
+  });
 }
 
 async function mutationNames(apiUrl: string): Promise<Set<string>> {
