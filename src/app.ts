@@ -35,6 +35,8 @@ export interface AppDeps {
   log: Logger;
   /** How often subscriptions check the ledger for events whose publish was lost (ms). */
   ledgerPollMs?: number;
+  /** Live events a subscription may hold for a slow client (default 10,000). */
+  subscriptionBuffer?: number;
 }
 
 export interface App {
@@ -76,6 +78,7 @@ export function buildApp(deps: AppDeps): App {
     watcher: new LedgerWatcher(deps.db, deps.ledgerPollMs ?? 1000, deps.log),
     ledger: new LedgerReader(deps.db),
     issues: new IssueLoader(deps.db),
+    subscriptionBuffer: deps.subscriptionBuffer ?? 10_000,
     log: deps.log,
     metrics: new Metrics({ events: deps.bus }),
     locks: withGroupCommit({ db: deps.db, events: deps.bus, leaseSeconds: deps.leaseSeconds }),

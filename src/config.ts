@@ -19,6 +19,8 @@ export interface Config {
   readonly dbPoolSize: number;
   /** How often subscriptions look in the ledger for events whose publish was lost. */
   readonly ledgerPollMs: number;
+  /** Live events a subscription may hold for a slow client before it is ended (SUBSCRIPTION_OVERFLOW). */
+  readonly subscriptionBuffer: number;
 }
 
 export class ConfigError extends Error {
@@ -55,5 +57,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: optionalString(env, "BATON_DATA_DIR") ?? ".baton",
     dbPoolSize: integer(env, "BATON_DB_POOL_SIZE", 10, 1, 200),
     ledgerPollMs: integer(env, "BATON_LEDGER_POLL_MS", 1000, 50, 60_000),
+    subscriptionBuffer: integer(env, "BATON_SUBSCRIPTION_BUFFER", 10_000, 1, 1_000_000),
   });
 }

@@ -22,6 +22,8 @@ export interface AppServices {
   readonly locks: LockDeps;
   readonly log: Logger;
   readonly metrics: Metrics;
+  /** Live events a subscription may hold for a slow client before it is ended. */
+  readonly subscriptionBuffer: number;
 }
 
 export interface Context {

@@ -24,6 +24,7 @@ builder.subscriptionFields((t) => ({
       };
       const { metrics } = ctx.services;
       return lockEventStream(ctx.services.ledger, ctx.services.bus, ctx.services.watcher, filter, {
+        maxBuffered: ctx.services.subscriptionBuffer,
         onOpen: () => metrics.subscriptions.inc(),
         onClose: () => metrics.subscriptions.dec(),
       });
