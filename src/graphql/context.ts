@@ -2,12 +2,12 @@
 // what). Resolvers stay thin: check scope, validate ids, call a verb.
 import { GraphQLError } from "graphql";
 import type { Principal } from "../auth/principal.js";
-import type { Db, Queryable } from "../db/client.js";
+import type { Db } from "../db/client.js";
 import type { EventBus } from "../events/bus.js";
 import type { LedgerReader } from "../events/ledger.js";
 import type { LedgerWatcher } from "../events/watcher.js";
+import type { IssueLoader } from "./issueLoader.js";
 import type { LockDeps } from "../locks/deps.js";
-import { getIssues } from "../locks/reads.js";
 import type { AgentActor, Issue } from "../locks/types.js";
 import { validateId } from "../locks/validate.js";
 import type { Logger } from "../log.js";
@@ -37,50 +37,6 @@ export function createContext(services: AppServices, principal: Principal | null
   const scope = principal?.companyId ?? null;
   return { principal, services, loadIssue: (id) => services.issues.load(scope, id) };
 }
-
-/**
- * A minimal DataLoader shared by every operation of the instance: `issue`
- * lookups made in the same tick go to the database as one query per company
- * scope. When an event reaches a thousand subscriptions that select
- * `LockEvent.issue`, that is one read, not a thousand. Nothing is kept after a
- * batch settles (`issue` means the issue as it is now).
- */
-export class IssueLoader {
-  private pending: Map<string | null, Map<string, Waiter[]>> | null = null;
-
-  constructor(private readonly db: Queryable) {}
-
-  /** The issue, if it exists within `scope` (a company id; null: any company). */
-  load(scope: string | null, id: string): Promise<Issue | null> {
-    return new Promise<Issue | null>((resolve, reject) => {
-      if (!this.pending) {
-        const batch = (this.pending = new Map());
-        setImmediate(() => {
-          this.pending = null;
-          for (const [companyId, ids] of batch) this.fetch(companyId, ids);
-        });
-      }
-      let ids = this.pending.get(scope);
-      if (!ids) this.pending.set(scope, (ids = new Map()));
-      const waiters = ids.get(id) ?? [];
-      waiters.push({ resolve, reject });
-      ids.set(id, waiters);
-    });
-  }
-
-  private fetch(companyId: string | null, ids: Map<string, Waiter[]>): void {
-    getIssues(this.db, [...ids.keys()], companyId).then(
-      (issues) => {
-        const byId = new Map(issues.map((i) => [i.id, i]));
-        for (const [id, waiters] of ids) for (const w of waiters) w.resolve(byId.get(id) ?? null);
-      },
-      (err: unknown) => {
-        for (const waiters of ids.values()) for (const w of waiters) w.reject(err);
-      },
-    );
-  }
-}
-type Waiter = { resolve: (issue: Issue | null) => void; reject: (err: unknown) => void };
 
 export const unauthenticated = () =>
   new GraphQLError("missing or unknown token: send Authorization: Bearer <token>", { extensions: { code: "UNAUTHENTICATED" } });

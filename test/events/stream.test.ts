@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { connectDb } from "../../src/db/client.js";
 import { createInProcessBus } from "../../src/events/bus.js";
 import { lockEventStream, SubscriptionOverflowError } from "../../src/events/stream.js";
-import { IssueLoader } from "../../src/graphql/context.js";
+import { IssueLoader } from "../../src/graphql/issueLoader.js";
 import { LedgerReader } from "../../src/events/ledger.js";
 import { LedgerWatcher } from "../../src/events/watcher.js";
 import { sweep } from "../../src/locks/sweep.js";
