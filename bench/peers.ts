@@ -20,7 +20,8 @@ import type { BenchOptions, ScenarioResult } from "./scenario.js";
 
 const NAME = "full life cycle vs peers";
 const AGENTS = 16;
-const BATON_BATCH_LIMIT = 200;
+// Batched Baton: claimIssues limit × agents; BENCH_BATON_BATCH=1000x4 tries another shape.
+const [BATON_BATCH_LIMIT, BATON_BATCH_AGENTS] = (process.env.BENCH_BATON_BATCH ?? "200x16").split("x").map(Number) as [number, number];
 const API_PORT = 4737;
 /** Batching options for graphile-worker 0.17.3 (preset.worker.*; names read from node_modules/graphile-worker/dist/index.d.ts). */
 const GRAPHILE_BATCHED_WORKER_OPTIONS = { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 };
@@ -148,11 +149,11 @@ interface BatonFleet {
   agents: BatonAgent[];
 }
 
-async function batonFleet(apiUrl: string, label: string): Promise<BatonFleet> {
+async function batonFleet(apiUrl: string, label: string, size = AGENTS): Promise<BatonFleet> {
   const { createCompany } = await gql<{ createCompany: { company: { id: string }; boardKey: string } }>(
     apiUrl, ADMIN_TOKEN, `mutation($n: String!) { createCompany(name: $n) { company { id } boardKey } }`, { n: label });
   const agents: BatonAgent[] = [];
-  for (let i = 0; i < AGENTS; i++) {
+  for (let i = 0; i < size; i++) {
     const { createAgent } = await gql<{ createAgent: { apiKey: string } }>(
       apiUrl, createCompany.boardKey, `mutation($n: String!) { createAgent(name: $n) { apiKey } }`, { n: `${label} agent ${i}` });
     const { startRun } = await gql<{ startRun: { id: string } }>(apiUrl, createAgent.apiKey, `mutation { startRun { id } }`);
@@ -397,7 +398,7 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       });
 
       // PLACEHOLDER (batched Baton): runs only once the schema has claimIssues and releaseIssues.
-      const batchedMode = `API, batched (claimIssues limit ${BATON_BATCH_LIMIT} with acquireExecution + releaseIssues)`;
+      const batchedMode = `API, batched (claimIssues limit ${BATON_BATCH_LIMIT} with acquireExecution + releaseIssues) × ${BATON_BATCH_AGENTS} agents`;
       let names: Set<string> | null = null;
       try {
         names = await mutationNames(apiUrl);
@@ -410,7 +411,7 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
           rows.push({ system: "Baton", mode: batchedMode, measured: null, skipped: `skipped: the schema has no ${missing.join(" or ")} mutation yet` });
         } else {
           await attempt("Baton", batchedMode, async () => {
-            const fleet = await batonFleet(apiUrl, "peers batched");
+            const fleet = await batonFleet(apiUrl, "peers batched", BATON_BATCH_AGENTS);
             await batonBacklog(apiUrl, fleet.boardKey, plan.batonBatchedBacklog);
             await vacuumAnalyze(url, "issues");
             return batonBatched(apiUrl, fleet, plan.batonBatchedBacklog, plan.seconds);
