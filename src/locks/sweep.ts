@@ -54,6 +54,8 @@ const timeOutExpiredRuns = (batch: number) => sql`
  * re-checks on the newest row version that the lock still points at that same
  * dead run, skipping rows a live transaction holds. A CLAIMED holder that died
  * spent an attempt; an issue left without one is ESCALATED instead of OPEN.
+ * `locked` probes the primary key once per candidate (LATERAL): a join here
+ * was planned as a hash join over a scan of the whole issues table, per batch.
  */
 const recoverDeadLocks = (batch: number) => sql`
   WITH gate AS (SELECT pg_advisory_xact_lock(${SWEEP_LOCK_KEY}::bigint)),
@@ -64,10 +66,13 @@ const recoverDeadLocks = (batch: number) => sql`
      LIMIT ${batch}::int
   ),
   locked AS (
-    SELECT i.id, c.dead_run, c.agent_id, c.run_status
-      FROM issues i JOIN candidates c ON c.id = i.id
-     WHERE i.checkout_run_id = c.dead_run
-       FOR UPDATE OF i SKIP LOCKED
+    SELECT l.id, c.dead_run, c.agent_id, c.run_status
+      FROM candidates c
+      CROSS JOIN LATERAL (
+        SELECT i.id FROM issues i
+         WHERE i.id = c.id AND i.checkout_run_id = c.dead_run
+           FOR UPDATE SKIP LOCKED
+      ) l
   ),
   changed AS (
     UPDATE issues i
@@ -98,9 +103,12 @@ const escalateExhausted = (batch: number) => sql`
      LIMIT ${batch}::int
   ),
   locked AS (
-    SELECT i.id FROM issues i JOIN candidates c ON c.id = i.id
-     WHERE i.status = 'OPEN' AND i.attempt_count >= i.max_attempts
-       FOR UPDATE OF i SKIP LOCKED
+    SELECT l.id FROM candidates c
+      CROSS JOIN LATERAL (
+        SELECT i.id FROM issues i
+         WHERE i.id = c.id AND i.status = 'OPEN' AND i.attempt_count >= i.max_attempts
+           FOR UPDATE SKIP LOCKED
+      ) l
   ),
   changed AS (
     UPDATE issues i SET status = 'ESCALATED', updated_at = now()
