@@ -80,9 +80,13 @@ describe("recovery, with real processes", () => {
         await agents[i]!.exited;
       });
       const killedAt = Date.now();
-      const runIds = agents.flatMap((a) => parsed(a).filter((e) => e.step === "started").map((e) => e.runId as string));
+      // Every run of these agents is dead now (an agent may have started more than one).
+      const agentIds = co.agents.map((a) => a.id);
       await eventually(
-        async () => ((await h.sql("SELECT 1 FROM issues WHERE checkout_run_id = ANY($1)", [runIds])).length === 0 ? true : undefined),
+        async () =>
+          (await h.sql("SELECT 1 FROM issues i JOIN heartbeat_runs r ON r.id = i.checkout_run_id WHERE r.agent_id = ANY($1)", [agentIds])).length === 0
+            ? true
+            : undefined,
         "the killed agents' locks to be freed",
         LEASE_SECONDS * 1000 + INTERVAL_MS + 5_000,
       );
