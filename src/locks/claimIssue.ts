@@ -8,9 +8,14 @@ import type { LockDeps } from "./deps.js";
 import { RUN_CTE_COLUMNS, lockedIssuesCte, refuseRun, runCte, withoutLive } from "./deps.js";
 import { claimNextForEach } from "./claimNext.js";
 import type { AgentActor, ClaimIssueResult, Issue, IssueStatus, LockEvent, RunView } from "./types.js";
-import { InvalidInputError, issueNotFound } from "./types.js";
+import { issueNotFound } from "./types.js";
 
-/** Statuses a checkout can start from: OPEN, or a lock left behind by a dead run. */
+/**
+ * Statuses a checkout can start from: OPEN, or a lock left behind by a dead
+ * run. Any status may be listed in expectedStatuses (SEMANTICS checks it after
+ * IssueNotFound and alreadyHeld); an issue in any other status answers
+ * UnexpectedStatus even when it is listed.
+ */
 export const CLAIMABLE_STATUSES: readonly IssueStatus[] = ["OPEN", "CLAIMED", "IN_PROGRESS"];
 
 export interface ClaimInput {
@@ -91,7 +96,7 @@ function checkoutStatement(runId: string, actor: AgentActor, issueId: string, ex
     verdict AS (
       SELECT CASE
         WHEN s.checkout_run_id = ${runId}::uuid THEN 'ALREADY_HELD'
-        WHEN NOT (s.status = ANY(${expected}::issue_status[])) THEN 'UNEXPECTED_STATUS'
+        WHEN NOT (s.status = ANY(${expected}::issue_status[]) AND s.status = ANY(${CLAIMABLE_STATUSES}::issue_status[])) THEN 'UNEXPECTED_STATUS'
         WHEN s.holder_live THEN 'HELD'
         WHEN s.assignee_agent_id IS NOT NULL AND s.assignee_agent_id <> ${actor.agentId}::uuid THEN 'ASSIGNED'
         WHEN s.checkout_run_id IS NOT NULL
@@ -135,11 +140,6 @@ async function checkoutNamed(
   issueId: string,
   expected: IssueStatus[],
 ): Promise<ClaimIssueResult> {
-  if (expected.length === 0) throw new InvalidInputError("expectedStatuses must not be empty");
-  const bad = expected.filter((s) => !CLAIMABLE_STATUSES.includes(s));
-  if (bad.length) {
-    throw new InvalidInputError(`expectedStatuses may only contain ${CLAIMABLE_STATUSES.join(", ")}; got ${bad.join(", ")}`);
-  }
   const row = await queryOne<CheckoutRow>(deps.db, checkoutStatement(runId, actor, issueId, expected));
   deps.events.publish(row.events);
   const refused = refuseRun(row.run, runId, actor);
@@ -156,7 +156,9 @@ async function checkoutNamed(
     case "UNEXPECTED_STATUS":
       return {
         __typename: "UnexpectedStatus",
-        message: `issue ${issueId} is ${cur.status}, expected one of ${expected.join(", ")}`,
+        message: CLAIMABLE_STATUSES.includes(cur.status) || !expected.includes(cur.status)
+          ? `issue ${issueId} is ${cur.status}, expected one of [${expected.join(", ")}]`
+          : `issue ${issueId} is ${cur.status}: a checkout starts only from ${CLAIMABLE_STATUSES.join(", ")}`,
         issueId,
         status: cur.status,
         expectedStatuses: expected,

@@ -124,10 +124,29 @@ describe("claimIssue with an issue id", () => {
     const run = await startRun(0);
     const first = await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: issue.id });
     expect(first.claimIssue).toMatchObject({ __typename: "IssueClaimed", alreadyHeld: false, adopted: false });
-    const again = await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: issue.id, expectedStatuses: ["OPEN"] });
-    expect(again.claimIssue).toMatchObject({ __typename: "IssueClaimed", alreadyHeld: true, issue: { lockEpoch: 1 } });
+    for (const expectedStatuses of [["OPEN"], ["BLOCKED"], ["DONE", "BACKLOG"], []] as Ops.IssueStatus[][]) {
+      const again = await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: issue.id, expectedStatuses });
+      expect(again.claimIssue, JSON.stringify(expectedStatuses)).toMatchObject({ __typename: "IssueClaimed", alreadyHeld: true, issue: { lockEpoch: 1 } });
+    }
     const { lockEvents } = await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, issueId: issue.id });
     expect(lockEvents).toHaveLength(1);
+  });
+
+  it("checks expectedStatuses after IssueNotFound, and starts a checkout only from OPEN, CLAIMED or IN_PROGRESS", async () => {
+    const b = acme.agents[1]!;
+    const runB = await startRun(1);
+    const missing = await b.client.ok(Ops.ClaimIssueDocument, { runId: runB.id, issueId: "00000000-0000-4000-8000-000000000002", expectedStatuses: ["BACKLOG"] });
+    expect(missing.claimIssue.__typename).toBe("IssueNotFound");
+    const open = await issueFor(1);
+    const none = await b.client.ok(Ops.ClaimIssueDocument, { runId: runB.id, issueId: open.id, expectedStatuses: [] });
+    expect(none.claimIssue).toMatchObject({ __typename: "UnexpectedStatus", status: "OPEN", expectedStatuses: [] });
+    const listed = await b.client.ok(Ops.ClaimIssueDocument, { runId: runB.id, issueId: open.id, expectedStatuses: ["DONE", "OPEN"] });
+    expect(listed.claimIssue).toMatchObject({ __typename: "IssueClaimed", alreadyHeld: false, issue: { status: "CLAIMED", checkoutRunId: runB.id } });
+    // Listed, but no checkout starts from BACKLOG (nor DONE, BLOCKED, CANCELLED, ESCALATED).
+    const backlog = await issueFor(1, { status: "BACKLOG" });
+    const fromBacklog = await b.client.ok(Ops.ClaimIssueDocument, { runId: runB.id, issueId: backlog.id, expectedStatuses: ["BACKLOG"] });
+    expect(fromBacklog.claimIssue).toMatchObject({ __typename: "UnexpectedStatus", status: "BACKLOG", expectedStatuses: ["BACKLOG"] });
+    expect((await acme.board.ok(Ops.IssueDocument, { id: backlog.id })).issue).toMatchObject({ status: "BACKLOG", checkoutRunId: null, lockEpoch: 0 });
   });
 
   it("answers IssueNotFound, UnexpectedStatus and CheckoutConflict naming the owner", async () => {
