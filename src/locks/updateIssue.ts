@@ -44,9 +44,10 @@ type Verdict = "INVALID" | "EXHAUSTED" | "NO_AGENT" | "UPDATE";
 /**
  * UPDATE_IF_TRANSITION_ALLOWED. Invariant: the status only moves along the
  * board's edges, decided on the locked row; a move that ends a hold (to
- * CANCELLED) clears both locks in the same update. A move to OPEN needs an
- * attempt left (raise maxAttempts in the same call). One STATUS_CHANGED event
- * when the status changes; none for edits of other fields.
+ * CANCELLED) clears both locks in the same update. A move to OPEN without an
+ * attempt left ends in ESCALATED instead, and from ESCALATED is refused (raise
+ * maxAttempts in the same call to reopen). One STATUS_CHANGED event when the
+ * status changes; none for edits of other fields.
  */
 function updateStatement(companyId: string, issueId: string, input: UpdateIssueInput) {
   const set = (value: unknown, column: string, cast: string) =>
@@ -54,16 +55,26 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
   const status = input.status ?? null;
   return sql`
     WITH ${boardLockedIssueCte(companyId, issueId)},
-    next AS (
+    asked AS (
       SELECT c.id,
-             coalesce(${status}::issue_status, c.status) AS status,
+             coalesce(${status}::issue_status, c.status) AS requested,
              ${input.maxAttempts === undefined || input.maxAttempts === null ? raw("c.max_attempts") : sql`${input.maxAttempts}::int`} AS max_attempts
         FROM cur c
     ),
+    next AS (
+      -- SEMANTICS: an issue with no attempt left that would return to OPEN
+      -- becomes ESCALATED instead (raise maxAttempts in the same call to reopen
+      -- it). From ESCALATED itself that would change nothing: the board is
+      -- told so instead (EXHAUSTED below).
+      SELECT a.id, a.requested, a.max_attempts,
+             CASE WHEN a.requested = 'OPEN' AND c.status <> 'OPEN' AND c.attempt_count >= a.max_attempts
+                  THEN 'ESCALATED'::issue_status ELSE a.requested END AS status
+        FROM asked a JOIN cur c ON c.id = a.id
+    ),
     verdict AS (
       SELECT CASE
-        WHEN NOT (n.status = ANY(${raw(allowedTargets("c"))})) THEN 'INVALID'
-        WHEN n.status = 'OPEN' AND c.status <> 'OPEN' AND c.attempt_count >= n.max_attempts THEN 'EXHAUSTED'
+        WHEN NOT (n.requested = ANY(${raw(allowedTargets("c"))})) THEN 'INVALID'
+        WHEN c.status = 'ESCALATED' AND n.status = 'ESCALATED' AND n.requested = 'OPEN' THEN 'EXHAUSTED'
         WHEN ${input.assigneeAgentId ?? null}::uuid IS NOT NULL AND NOT EXISTS (
           SELECT 1 FROM agents a WHERE a.id = ${input.assigneeAgentId ?? null}::uuid AND a.company_id = ${companyId}::uuid
         ) THEN 'NO_AGENT'

@@ -124,6 +124,27 @@ describe("board mutations", () => {
     expect(after.length).toBe(before.length);
   });
 
+  it("a BLOCKED issue with no attempt left that the board reopens becomes ESCALATED instead; with maxAttempts raised it opens", async () => {
+    const agent = acme.agents[0]!;
+    const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
+    const blocked = async () => {
+      const issue = await newIssue({ assigneeAgentId: agent.id, maxAttempts: 1 });
+      await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: issue.id });
+      await agent.client.ok(Ops.AcquireExecutionDocument, { runId: run.id, issueId: issue.id });
+      const released = await agent.client.ok(Ops.ReleaseIssueDocument, { runId: run.id, issueId: issue.id, outcome: "BLOCKED" });
+      expect(released.releaseIssue).toMatchObject({ issue: { status: "BLOCKED", attemptCount: 1, maxAttempts: 1 } });
+      return issue;
+    };
+    const spent = await blocked();
+    const reopened = await acme.board.ok(Ops.UpdateIssueDocument, { id: spent.id, input: { status: "OPEN", title: "looked at" } });
+    expect(reopened.updateIssue).toMatchObject({ __typename: "IssueUpdated", issue: { status: "ESCALATED", title: "looked at", checkoutRunId: null } });
+    const events = await h.sql<{ kind: string; status: string; reason: string }>("SELECT kind, status, reason FROM lock_events WHERE issue_id = $1 ORDER BY seq", [spent.id]);
+    expect(events.at(-1)).toEqual({ kind: "STATUS_CHANGED", status: "ESCALATED", reason: "BLOCKED -> ESCALATED" });
+    const raised = await blocked();
+    const opened = await acme.board.ok(Ops.UpdateIssueDocument, { id: raised.id, input: { status: "OPEN", maxAttempts: 2 } });
+    expect(opened.updateIssue).toMatchObject({ __typename: "IssueUpdated", issue: { status: "OPEN", maxAttempts: 2 } });
+  });
+
   it("cancelling a held issue clears both locks in the same change", async () => {
     const run = await newRun();
     const issue = await newIssue();
