@@ -11,7 +11,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * which PostgreSQL refuses in text. Returns the text unchanged.
  */
 export function validateText(name: string, value: string, max: number): string {
-  if (value.length > max) throw new InvalidInputError(`${name} must be at most ${max} characters`);
+  // Characters as PostgreSQL counts them (code points): an emoji is one, though it is two UTF-16 units.
+  if (value.length > max && [...value].length > max) throw new InvalidInputError(`${name} must be at most ${max} characters`);
   if (value.includes("\u0000")) throw new InvalidInputError(`${name} must not contain NUL characters`);
   return value;
 }
