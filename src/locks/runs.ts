@@ -24,16 +24,21 @@ export async function startRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, acto
   return row.run;
 }
 
-/** Explains why a run could not act, after the guarded statement changed nothing. */
-async function diagnose(db: Db, actor: AgentActor, runId: string): Promise<RunResult> {
-  // Writes down what the clock already says (an expired RUNNING run is
-  // TIMED_OUT); its locks stay where they are until adoption or recovery.
+/**
+ * Explains why a run could not act, after the guarded statement changed
+ * nothing. With `record` (heartbeatRun only, as SEMANTICS allows) an expired
+ * RUNNING run is written down as TIMED_OUT, which only records what the clock
+ * already says; its locks stay where they are until adoption or recovery.
+ * Otherwise nothing is written, and such a run is reported TIMED_OUT all the same.
+ */
+async function diagnose(db: Db, actor: AgentActor, runId: string, record: boolean): Promise<RunResult> {
   const row = await queryOne<{ run: Run | null }>(
     db,
     sql`
       WITH timed_out AS (
         UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
-         WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
+         WHERE ${record}::boolean
+           AND r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
            AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
         RETURNING *
       )
@@ -44,7 +49,8 @@ async function diagnose(db: Db, actor: AgentActor, runId: string): Promise<RunRe
   );
   if (!row.run) return runNotActive(runId, null);
   if (row.run.agentId !== actor.agentId) throw new ForbiddenError(`run ${runId} belongs to another agent`);
-  return runNotActive(runId, row.run.status);
+  const expired = row.run.status === "RUNNING"; // the guarded statement found it RUNNING but not live: its lease has run out
+  return runNotActive(runId, expired ? "TIMED_OUT" : row.run.status);
 }
 
 /**
@@ -67,7 +73,7 @@ export async function heartbeatRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, 
       SELECT (SELECT ${runJson("b")} FROM beat b) AS run`,
   );
   if (row.run) return { __typename: "RunUpdated", run: row.run };
-  return diagnose(deps.db, actor, runId);
+  return diagnose(deps.db, actor, runId, true);
 }
 
 /** Room for a busy pool: a finishRun that cannot start would leave its locks to the lease. */
@@ -102,7 +108,7 @@ export async function finishRun(deps: LockDeps, actor: AgentActor, runId: string
     const released = await releaseAllHeldBy(tx, actor.companyId, runId, actor.agentId, "RUN_FINISHED");
     return { run: run.run, events: released };
   }, TRANSACTION_LIMITS));
-  if (!finished) return diagnose(deps.db, actor, runId);
+  if (!finished) return diagnose(deps.db, actor, runId, false);
   deps.events.publish(finished.events);
   return { __typename: "RunUpdated", run: finished.run };
 }

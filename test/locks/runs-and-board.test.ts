@@ -50,6 +50,19 @@ describe("runs and leases", () => {
     expect(held?.checkoutRunId).toBe(run.id);
   });
 
+  it("refuses to finish an expired run and changes nothing: the run row and its locks stay for recovery", async () => {
+    const run = await newRun();
+    const issue = await newIssue();
+    await acme.agents[0]!.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: issue.id });
+    await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 millisecond' WHERE id = $1", [run.id]);
+    const before = await h.sql("SELECT status, finished_at, lease_expires_at FROM heartbeat_runs WHERE id = $1", [run.id]);
+    const { finishRun } = await acme.agents[0]!.client.ok(Ops.FinishRunDocument, { runId: run.id, status: "SUCCEEDED" });
+    expect(finishRun).toMatchObject({ __typename: "RunNotActive", runId: run.id, runStatus: "TIMED_OUT" });
+    expect(await h.sql("SELECT status, finished_at, lease_expires_at FROM heartbeat_runs WHERE id = $1", [run.id])).toEqual(before);
+    const { issue: held } = await acme.board.ok(Ops.IssueDocument, { id: issue.id });
+    expect(held).toMatchObject({ status: "CLAIMED", checkoutRunId: run.id });
+  });
+
   it("finishRun releases everything the run holds, one RELEASED event each, without spending attempts", async () => {
     const agent = acme.agents[1]!;
     const run = await newRun(1);
