@@ -212,6 +212,12 @@ describe("claimIssue with an issue id", () => {
     expect(run?.status).toBe("TIMED_OUT");
     const { lockEvents } = await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, issueId: workingIssue.id });
     expect(lockEvents.map((e) => e.kind)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED", "ADOPTED"]);
+    // The adopter must acquire execution again, which counts a new attempt; the dead run can do neither.
+    const resumed = await b.client.ok(Ops.AcquireExecutionDocument, { runId: adopter.id, issueId: workingIssue.id });
+    expect(resumed.acquireExecution).toMatchObject({ __typename: "ExecutionAcquired", issue: { status: "IN_PROGRESS", executionRunId: adopter.id, attemptCount: 2 } });
+    const ghost = await a.client.ok(Ops.AcquireExecutionDocument, { runId: dead.id, issueId: claimedIssue.id });
+    expect(ghost.acquireExecution).toMatchObject({ __typename: "RunNotActive", runId: dead.id });
+    expect((await acme.board.ok(Ops.IssueDocument, { id: claimedIssue.id })).issue).toMatchObject({ status: "CLAIMED", checkoutRunId: adopter.id, executionRunId: null });
   });
 
   it("escalates when adoption uses the last attempt, and refuses adoption of another agent's assigned issue", async () => {
@@ -227,6 +233,8 @@ describe("claimIssue with an issue id", () => {
     expect(exhausted.claimIssue).toMatchObject({ __typename: "AttemptsExhausted", attemptCount: 1, maxAttempts: 1 });
     const { issue } = await acme.board.ok(Ops.IssueDocument, { id: lastTry.id });
     expect(issue).toMatchObject({ status: "ESCALATED", checkoutRunId: null });
+    const escalation = (await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, issueId: lastTry.id })).lockEvents.at(-1);
+    expect(escalation).toMatchObject({ kind: "ESCALATED", status: "ESCALATED", runId: adopter.id });
     const refused = await b.client.ok(Ops.ClaimIssueDocument, { runId: adopter.id, issueId: assignedToA.id, expectedStatuses: ["CLAIMED"] });
     expect(refused.claimIssue).toMatchObject({ __typename: "CheckoutConflict", ownerAgentId: a.id, ownerRunId: dead.id, holderRunIsLive: false });
   });

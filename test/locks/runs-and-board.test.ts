@@ -191,6 +191,25 @@ describe("board mutations", () => {
     expect(missing.forceReleaseIssue.__typename).toBe("IssueNotFound");
   });
 
+  it("forceReleaseIssue returns a CLAIMED issue to OPEN at no attempt's cost, and escalates an IN_PROGRESS one on its last attempt", async () => {
+    const run = await newRun();
+    const agent = acme.agents[0]!.client;
+    const claimed = await newIssue();
+    await agent.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: claimed.id });
+    const freed = await acme.board.ok(Ops.ForceReleaseDocument, { issueId: claimed.id, reason: "reassigning" });
+    expect(freed.forceReleaseIssue).toMatchObject({ __typename: "IssueReleased", issue: { status: "OPEN", checkoutRunId: null, attemptCount: 0 } });
+    const last = await newIssue({ maxAttempts: 1 });
+    await agent.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: last.id });
+    await agent.ok(Ops.AcquireExecutionDocument, { runId: run.id, issueId: last.id });
+    const escalated = await acme.board.ok(Ops.ForceReleaseDocument, { issueId: last.id, reason: "stuck" });
+    expect(escalated.forceReleaseIssue).toMatchObject({ __typename: "IssueReleased", issue: { status: "ESCALATED", checkoutRunId: null, executionRunId: null, attemptCount: 1 } });
+    const events = await h.sql<{ kind: string; status: string; reason: string }>("SELECT kind, status, reason FROM lock_events WHERE issue_id = ANY($1) AND kind = 'FORCE_RELEASED' ORDER BY seq", [[claimed.id, last.id]]);
+    expect(events).toEqual([
+      { kind: "FORCE_RELEASED", status: "OPEN", reason: "reassigning" },
+      { kind: "FORCE_RELEASED", status: "ESCALATED", reason: "stuck" },
+    ]);
+  });
+
   it("runHeartbeat starts a run per agent with assigned work, claims its next issue, and finishes idle runs", async () => {
     const co = await createCompany(h, 3);
     const [a, b] = co.agents as [Company["agents"][0], Company["agents"][0]];
