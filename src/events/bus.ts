@@ -5,10 +5,34 @@
 import { Redis } from "ioredis";
 import type { EventSink } from "../locks/deps.js";
 import type { LockEvent } from "../locks/types.js";
+import { ISSUE_STATUSES, LOCK_EVENT_KINDS } from "../locks/types.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 
 export type Listener = (event: LockEvent) => void;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const SEQ = /^[1-9]\d{0,18}$/;
+
+/** A message from Redis, if it has the shape of a lock event (as eventJson writes it). */
+export function parseLockEvent(message: string): LockEvent | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(message);
+  } catch {
+    return null;
+  }
+  if (typeof value !== "object" || value === null) return null;
+  const e = value as Record<string, unknown>;
+  const id = (v: unknown) => typeof v === "string" && UUID.test(v);
+  const ok =
+    typeof e.seq === "string" && SEQ.test(e.seq) &&
+    id(e.companyId) && id(e.issueId) &&
+    (LOCK_EVENT_KINDS as readonly unknown[]).includes(e.kind) &&
+    (ISSUE_STATUSES as readonly unknown[]).includes(e.status) &&
+    (e.runId === null || id(e.runId)) && (e.agentId === null || id(e.agentId));
+  return ok ? (value as LockEvent) : null;
+}
 
 export interface EventBus extends EventSink {
   /** Resolves once the subscription is live (for Redis: SUBSCRIBE confirmed). Returns the unsubscribe function. */
@@ -101,14 +125,20 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
     wasReady = true;
   });
   subscriber.on("message", (channel: string, message: string) => {
-    let event: LockEvent;
-    try {
-      event = JSON.parse(message) as LockEvent;
-    } catch {
+    // Anything with access to this Redis can publish on our channels: a
+    // message that is not a lock event of this channel's company is dropped
+    // (and a listener's failure must not escape into ioredis, which would
+    // take the process down).
+    const event = parseLockEvent(message);
+    if (!event || channelOf(event.companyId) !== channel) {
       log("warn", "ignored a malformed lock event message", { channel });
       return;
     }
-    if (channelOf(event.companyId) === channel) listeners.deliver(event);
+    try {
+      listeners.deliver(event);
+    } catch (err) {
+      log("error", "a lock event listener failed", errorFields(err));
+    }
   });
   return {
     stats,

@@ -188,7 +188,14 @@ async function* streamEvents(
         if (control.closed) return;
         const seq = BigInt(e.seq);
         if (seq <= last) continue;
-        if (seq > last + 1n) yield* fromLedger(seq - 1n);
+        if (seq > last + 1n) {
+          yield* fromLedger(seq - 1n);
+          // The ledger is visible in seq order, so everything before a
+          // committed seq can be read. If it cannot, the message was not a
+          // committed event (whatever can publish to Redis can publish
+          // nonsense): drop it rather than skip ahead of the ledger.
+          if (last < seq - 1n) continue;
+        }
         last = seq;
         if (matches(e)) yield e;
       }

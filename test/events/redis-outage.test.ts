@@ -1,5 +1,6 @@
 // Redis dies mid-test: mutations keep committing, /readyz says so, delivery
 // resumes on existing subscriptions when Redis is back, and nothing is lost.
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
@@ -74,4 +75,32 @@ it("survives a Redis restart without losing or repeating an event", async () => 
   await resumed.count(8);
   expect(resumed.messages.map((m) => m.data?.lockChanged.seq)).toEqual(Array.from({ length: 8 }, (_, i) => String(i + 13)));
   expect(createIssues).toHaveLength(30);
+});
+
+it("a message on a company's channel that is not one of its committed events is dropped: no crash, no skipped event", async () => {
+  const co = await createCompany(h, 1);
+  const agent = co.agents[0]!;
+  await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 4 }, () => ({ title: "x", assigneeAgentId: agent.id })) });
+  const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
+  const live = new Subscriber<Ops.LockChangedSubscription>(urlB, co.board.token).start(Ops.LockChangedDocument, { companyId: co.id, afterSeq: "0" });
+  subscribers.push(live);
+  const claim = async () => expect((await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id })).claimIssue.__typename).toBe("IssueClaimed");
+  await claim();
+  await live.count(1);
+  const { issue } = (await co.board.ok(Ops.LockEventsDocument, { companyId: co.id })).lockEvents[0]!;
+  const real = { seq: "2", companyId: co.id, issueId: issue.id, kind: "CLAIMED", status: "CLAIMED", runId: run.id, agentId: agent.id };
+  const publisher = new Redis(redis.url);
+  try {
+    const channel = `baton:lock-events:${co.id}`;
+    for (const junk of ["null", "42", "not json", JSON.stringify({ ...real, seq: "abc" }), JSON.stringify({ ...real, companyId: "x" }), JSON.stringify({ ...real, seq: "900000000" })]) {
+      expect(await publisher.publish(channel, junk)).toBe(1); // instance B, which has the subscriber, hears it
+    }
+  } finally {
+    publisher.disconnect();
+  }
+  await claim();
+  await claim();
+  await live.count(3);
+  expect(live.messages.map((m) => m.data?.lockChanged.seq)).toEqual(["1", "2", "3"]);
+  expect(live.messages.every((m) => !m.errors)).toBe(true);
 });
