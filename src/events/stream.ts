@@ -121,13 +121,26 @@ async function* streamEvents(
     wake = null;
     w?.();
   };
-  control.wake = notify;
+  // While Redis is away a SUBSCRIBE waits for it, for as long as it takes: a
+  // client that gives up meanwhile must not leave this stream (and its
+  // listener) waiting too, so ending the stream also ends that wait.
+  let abandon = () => {};
+  const abandoned = new Promise<null>((resolve) => (abandon = () => resolve(null)));
+  control.wake = () => {
+    abandon();
+    notify();
+  };
   if (control.closed) return;
-  const unsubscribe = await bus.subscribe(filter.companyId, (event) => {
+  const subscribing = bus.subscribe(filter.companyId, (event) => {
     if (buffered.length >= maxBuffered) overflowed = true;
     else buffered.push(event);
     notify();
   });
+  const unsubscribe = await Promise.race([subscribing, abandoned]);
+  if (!unsubscribe) {
+    subscribing.then((later) => later(), () => {}); // let go of the channel once the SUBSCRIBE completes
+    return;
+  }
   const stopReconnect = bus.onReconnect(() => {
     refill = true;
     notify();

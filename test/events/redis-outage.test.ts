@@ -104,3 +104,21 @@ it("a message on a company's channel that is not one of its committed events is 
   expect(live.messages.map((m) => m.data?.lockChanged.seq)).toEqual(["1", "2", "3"]);
   expect(live.messages.every((m) => !m.errors)).toBe(true);
 });
+
+it("subscriptions opened and abandoned while Redis is down let go at once, not when Redis is back", async () => {
+  const co = await createCompany(h, 1);
+  const gauge = async () => (await h.app.services.metrics.subscriptions.get()).values[0]?.value ?? 0;
+  const before = await gauge();
+  await redis.kill();
+  try {
+    await eventually(async () => ((await readyz(h.url)).status === 503 ? true : undefined), "/readyz to report Redis down");
+    const waiting = Array.from({ length: 5 }, () =>
+      new Subscriber<Ops.LockChangedSubscription>(h.url, co.board.token).start(Ops.LockChangedDocument, { companyId: co.id }),
+    );
+    await eventually(async () => ((await gauge()) === before + 5 ? true : undefined), "the five subscriptions to be open");
+    for (const s of waiting) await s.close();
+    await eventually(async () => ((await gauge()) === before ? true : undefined), "the abandoned subscriptions to be let go");
+  } finally {
+    await redis.restart();
+  }
+});
