@@ -32,19 +32,30 @@ async function main() {
   const dryRun = values["dry-run"] ?? false;
   const once = (values.once ?? false) || dryRun;
   const config = loadConfig();
-  const database = await openDatabase(config, log);
-  const db = connectDb(database.url, 2, "baton-recovery");
   const bus = config.redisUrl ? createRedisBus(config.redisUrl, log) : createInProcessBus();
   const metrics = new Metrics({ events: bus });
   let metricsServer: Server | null = null;
   if (metricsPort !== null) {
-    metricsServer = createServer((req, res) => {
+    // Before the database: a port that is taken is a configuration error, said plainly.
+    const server = createServer((req, res) => {
       if (req.url !== "/metrics") return void res.writeHead(404).end();
-      metrics.registry.metrics().then((text) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(text));
+      metrics.registry.metrics().then(
+        (text) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(text),
+        (err: unknown) => {
+          log("error", "could not render metrics", errorFields(err));
+          res.writeHead(500).end();
+        },
+      );
     });
-    await new Promise<void>((resolve) => metricsServer!.listen(metricsPort, config.host, resolve));
-    log("info", "recovery metrics", { url: `http://${config.host}:${(metricsServer.address() as { port: number }).port}/metrics` });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", (err: NodeJS.ErrnoException) => reject(new ConfigError(`--metrics-port ${metricsPort}: cannot listen on ${config.host} (${err.code ?? err.message})`)));
+      server.listen(metricsPort, config.host, resolve);
+    });
+    metricsServer = server;
+    log("info", "recovery metrics", { url: `http://${config.host}:${(server.address() as { port: number }).port}/metrics` });
   }
+  const database = await openDatabase(config, log);
+  const db = connectDb(database.url, 2, "baton-recovery");
   let stopping = false;
   let wake: (() => void) | null = null;
   const stop = (signal: NodeJS.Signals) => {

@@ -2,6 +2,8 @@
 // three recovery processes sweeping at once, and the recovery entrypoint's
 // flags and signals.
 import { spawn } from "node:child_process";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import type { ChildProcess } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -158,5 +160,16 @@ describe("recovery, with real processes", () => {
     expect(text).toMatch(/baton_recovery_sweeps_total\{result="ok"\} [1-9]/);
     loop.child.kill("SIGTERM");
     expect(await loop.exited).toBe(0);
+    // The same port again, while this test holds it: a plain one-line refusal, no stack.
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    try {
+      const taken = (holder.address() as AddressInfo).port;
+      const refused = recovery(["--metrics-port", String(taken)]);
+      expect(await refused.exited).toBe(1);
+      expect(refused.lines).toEqual([`baton-recovery: --metrics-port ${taken}: cannot listen on 127.0.0.1 (EADDRINUSE)`]);
+    } finally {
+      holder.close();
+    }
   });
 });
