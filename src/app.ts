@@ -158,7 +158,7 @@ export function buildApp(deps: AppDeps): App {
       });
       server.keepAliveTimeout = 65_000;
       wss = new WebSocketServer({ server, path: yoga.graphqlEndpoint, maxPayload: 1024 * 1024 });
-      disposeWs = useServer<{ authorization?: string }, { principal?: Principal | null }>(
+      disposeWs = useServer<{ authorization?: unknown }, { principal?: Principal | null }>(
         {
           // Authenticate once per connection, at its first operation. A missing
           // or unknown token fails each operation with UNAUTHENTICATED, as over

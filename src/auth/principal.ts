@@ -21,7 +21,7 @@ export class PrincipalResolver {
   ) {}
 
   /** null: no such token. Tokens arrive as `Bearer <token>` or bare. */
-  async resolve(authorization: string | null | undefined): Promise<Principal | null> {
+  async resolve(authorization: unknown): Promise<Principal | null> {
     const token = parseBearer(authorization);
     if (!token) return null;
     if (sameSecret(token, this.adminToken)) return { role: "ADMIN", companyId: null, agentId: null };
@@ -46,8 +46,9 @@ export class PrincipalResolver {
   }
 }
 
-export function parseBearer(authorization: string | null | undefined): string | null {
-  if (!authorization) return null;
+/** `unknown`: graphql-ws connectionParams are whatever JSON the client sent; only a string can be a token. */
+export function parseBearer(authorization: unknown): string | null {
+  if (typeof authorization !== "string" || !authorization) return null;
   const value = authorization.trim();
   const match = /^Bearer\s+(.+)$/i.exec(value);
   const token = (match ? match[1]! : value).trim();

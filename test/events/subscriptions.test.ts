@@ -142,7 +142,12 @@ describe("lockChanged", () => {
     }
     const stranger = subscribe(h.url, "baton_board_not-a-real-key", { companyId: mine.id });
     const anonymous = subscribe(urlB, null, { companyId: mine.id });
-    for (const s of [stranger, anonymous]) {
+    const odd = [12345, { token: "x" }, ["Bearer", mine.board.token]].map((authorization) => {
+      const s = new Subscriber<Ops.LockChangedSubscription>(h.url, null, { authorization }).start(Ops.LockChangedDocument, { companyId: mine.id });
+      open.push(s as Subscriber<unknown>);
+      return s;
+    });
+    for (const s of [stranger, anonymous, ...odd]) {
       await s.count(1);
       expect(s.messages[0]!.errors?.[0]?.extensions?.code).toBe("UNAUTHENTICATED");
       expect(s.messages[0]!.data ?? null).toBeNull();

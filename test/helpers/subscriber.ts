@@ -19,11 +19,12 @@ export class Subscriber<T> {
   private readonly client: WsClient;
   private dispose: () => void = () => {};
 
-  constructor(httpUrl: string, token: string | null) {
+  /** `connectionParams` replaces what the token would give (to send odd ones). */
+  constructor(httpUrl: string, token: string | null, connectionParams?: Record<string, unknown>) {
     this.client = createClient({
       url: httpUrl.replace(/^http/, "ws"),
       webSocketImpl: WebSocket,
-      connectionParams: token ? { authorization: `Bearer ${token}` } : {},
+      connectionParams: connectionParams ?? (token ? { authorization: `Bearer ${token}` } : {}),
       retryAttempts: 0,
       lazy: false,
       on: {
