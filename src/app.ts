@@ -211,7 +211,9 @@ export function buildApp(deps: AppDeps): App {
     },
     async stop() {
       services.watcher.stop();
-      await disposeWs?.dispose();
+      // Close every socket politely (1001), but a client that never answers
+      // the close handshake must not hold the shutdown for ws's 30 s timeout.
+      await Promise.race([disposeWs?.dispose(), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
       for (const client of wss?.clients ?? []) client.terminate();
       wss?.close();
       await new Promise<void>((resolve) => {
