@@ -181,8 +181,10 @@ describe("issue titles", () => {
     });
   });
 
-  it("text with a NUL character (which PostgreSQL cannot store) is BAD_USER_INPUT, not a server error", async () => {
-    const nul = "nul\u0000byte";
+  it.each([
+    ["a NUL character (which PostgreSQL cannot store)", "nul\u0000byte"],
+    ["half of a surrogate pair (which would be stored changed, as U+FFFD)", "half\ud800pair"],
+  ])("text with %s is BAD_USER_INPUT, not a server error or a silent change", async (_what, nul) => {
     const agent = acme.agents[0]!.client;
     const cases = [
       ["createIssue title", acme.board, Ops.CreateIssueDocument, { input: { title: nul } }],

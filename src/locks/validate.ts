@@ -4,16 +4,20 @@ import { InvalidInputError } from "./types.js";
 
 export const MAX_TITLE_LENGTH = 500;
 export const MAX_DESCRIPTION_LENGTH = 100_000;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * Text the database can store: at most `max` characters and no NUL (U+0000),
- * which PostgreSQL refuses in text. Returns the text unchanged.
+ * Text the database can store as sent: at most `max` characters, no NUL
+ * (U+0000), which PostgreSQL refuses in text, and no lone surrogate. Returns
+ * the text unchanged.
  */
 export function validateText(name: string, value: string, max: number): string {
   // Characters as PostgreSQL counts them (code points): an emoji is one, though it is two UTF-16 units.
   if (value.length > max && [...value].length > max) throw new InvalidInputError(`${name} must be at most ${max} characters`);
   if (value.includes("\u0000")) throw new InvalidInputError(`${name} must not contain NUL characters`);
+  // Half of a surrogate pair is not a character: it would be stored as U+FFFD, silently changed.
+  if (LONE_SURROGATE.test(value)) throw new InvalidInputError(`${name} must be well-formed Unicode (it has half of a surrogate pair)`);
   return value;
 }
 
