@@ -6,12 +6,12 @@ import { Redis } from "ioredis";
 import type { EventSink } from "../locks/deps.js";
 import type { LockEvent } from "../locks/types.js";
 import { ISSUE_STATUSES, LOCK_EVENT_KINDS } from "../locks/types.js";
+import { isUuid } from "../locks/validate.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 
 export type Listener = (event: LockEvent) => void;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const SEQ = /^[1-9]\d{0,18}$/;
 
 /** A message from Redis, if it has the shape of a lock event (as eventJson writes it). */
@@ -24,7 +24,7 @@ export function parseLockEvent(message: string): LockEvent | null {
   }
   if (typeof value !== "object" || value === null) return null;
   const e = value as Record<string, unknown>;
-  const id = (v: unknown) => typeof v === "string" && UUID.test(v);
+  const id = (v: unknown) => typeof v === "string" && isUuid(v);
   const ok =
     typeof e.seq === "string" && SEQ.test(e.seq) &&
     id(e.companyId) && id(e.issueId) &&
