@@ -110,10 +110,18 @@ export const appendEvents = (source: string): Sql =>
     SELECT coalesce(json_agg(${jsonObject("a", EVENT_COLUMNS)} ORDER BY a.company_id, a.seq), '[]'::json) AS list FROM appended a
   )`);
 
+/** SQLSTATEs anywhere in an error as the driver adapter wraps it (code, originalCode, cause, meta). */
+function sqlStates(err: unknown, depth = 0): string[] {
+  if (typeof err !== "object" || err === null || depth > 4) return [];
+  const e = err as Record<string, unknown>;
+  const own = [e.code, e.originalCode].filter((c): c is string => typeof c === "string");
+  return [...own, ...[e.cause, e.meta, e.driverAdapterError].flatMap((inner) => sqlStates(inner, depth + 1))];
+}
+
 /** A deadlock or serialization failure aborted the statement: it changed nothing and may run again. */
 function isRetryable(err: unknown): boolean {
-  const text = String((err as { message?: unknown })?.message ?? "") + String((err as { code?: unknown })?.code ?? "");
-  return /40P01|40001|deadlock detected|could not serialize/.test(text);
+  if (sqlStates(err).some((code) => code === "40P01" || code === "40001")) return true;
+  return /deadlock detected|could not serialize access/.test(String((err as { message?: unknown })?.message ?? ""));
 }
 
 /**

@@ -12,6 +12,8 @@
 
 /** More than this many waiting requests go out in several statements. */
 const MAX_GROUP = 64;
+/** How far down the queue a group looks past requests whose key it already has (so a backlog on one key costs no quadratic scan). */
+const MAX_SKIPPED = 4 * MAX_GROUP;
 
 interface Waiting<Req, Ans> {
   request: Req;
@@ -54,17 +56,31 @@ export class GroupCommit<Req, Ans> {
         );
         group.forEach((w, i) => w.resolve(answers[i]!));
       } catch (err) {
-        for (const w of group) w.reject(err);
+        if (group.length === 1) group[0]!.reject(err);
+        // The statement failed as a whole and changed nothing. One request's
+        // trouble (a row held elsewhere past the timeout, a deadlock that
+        // outlived its retries) must not become the others' answer: each
+        // goes again alone, in order, and gets its own.
+        else for (const w of group) await this.runAlone(companyId, w);
       }
     }
     this.queues.delete(companyId);
+  }
+
+  private async runAlone(companyId: string, waiting: Waiting<Req, Ans>): Promise<void> {
+    try {
+      const [answer] = await this.run(companyId, [waiting.request]);
+      waiting.resolve(answer!);
+    } catch (err) {
+      waiting.reject(err);
+    }
   }
 
   /** Up to MAX_GROUP waiting requests, in order, skipping (for now) any whose key is already taken. */
   private takeGroup(queue: Waiting<Req, Ans>[]): Waiting<Req, Ans>[] {
     const group: Waiting<Req, Ans>[] = [];
     const keys = new Set<string>();
-    for (let i = 0; i < queue.length && group.length < MAX_GROUP; ) {
+    for (let i = 0; i < queue.length && group.length < MAX_GROUP && i < MAX_SKIPPED; ) {
       const key = this.key(queue[i]!.request);
       if (key !== null && keys.has(key)) {
         i++;

@@ -12,11 +12,11 @@ export function createLockGroups(deps: StatementDeps): LockGroups {
     claim: new GroupCommit((companyId, group) => claimNextForEach(deps, companyId, group)),
     acquire: new GroupCommit(
       (companyId, group) => acquireForEach(deps, companyId, group),
-      (request) => request.issueId,
+      (request) => request.issueId.toLowerCase(),
     ),
     release: new GroupCommit(
       (companyId, group) => releaseForEach(deps, companyId, group),
-      (request) => request.issueId,
+      (request) => request.issueId.toLowerCase(),
     ),
   };
 }

@@ -6,6 +6,7 @@ import { claimNextForEach } from "../../src/locks/claimNext.js";
 import type { ClaimRequest } from "../../src/locks/claimNext.js";
 import type { LockGroups } from "../../src/locks/deps.js";
 import { createLockGroups } from "../../src/locks/groups.js";
+import { GroupCommit } from "../../src/locks/groupCommit.js";
 import type { LockEvent } from "../../src/locks/types.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
@@ -129,4 +130,45 @@ it("acquisitions and releases of different issues share a statement; the same is
   expect(lockAudit).toMatchObject({ doubleClaims: 0, halfReleasedLocks: 0, locksHeldByDeadRuns: 0 });
   const kinds = await h.sql<{ kind: string }>("SELECT kind FROM lock_events WHERE company_id = $1 ORDER BY seq", [co.id]);
   expect(kinds.map((k) => k.kind)).toEqual([...Array(3).fill("CLAIMED"), ...Array(3).fill("EXECUTION_ACQUIRED"), ...Array(3).fill("RELEASED")]);
+});
+
+it("when a group's statement fails, each request goes again alone: only the one at fault gets the error", async () => {
+  // The queueing alone, with a statement that fails whenever "poison" is in its group.
+  const statements: string[][] = [];
+  const commit = new GroupCommit<string, string>(async (_company, group) => {
+    statements.push(group);
+    await new Promise((resolve) => setImmediate(resolve));
+    if (group.includes("poison")) throw new Error("the poisoned statement failed");
+    return group.map((r) => `ok ${r}`);
+  });
+  const results = await Promise.allSettled(["first", "a", "poison", "b"].map((r) => commit.submit("co", r)));
+  expect(results.map((r) => (r.status === "fulfilled" ? r.value : (r.reason as Error).message))).toEqual([
+    "ok first",
+    "ok a",
+    "the poisoned statement failed",
+    "ok b",
+  ]);
+  // "first" alone, then a, poison and b together (which failed), then each of those alone.
+  expect(statements).toEqual([["first"], ["a", "poison", "b"], ["a"], ["poison"], ["b"]]);
+});
+
+it("a backlog on one key drains one request per statement, in order, and a request queued behind it is still answered", async () => {
+  const statements: number[] = [];
+  let release = () => {};
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const commit = new GroupCommit<{ id: number; key: string }, number>(
+    async (_company, group) => {
+      await gate;
+      statements.push(group.length);
+      return group.map((r) => r.id);
+    },
+    (r) => r.key,
+  );
+  const same = Array.from({ length: 2000 }, (_, id) => commit.submit("co", { id, key: "one issue" }));
+  const other = commit.submit("co", { id: -1, key: "another issue" });
+  release();
+  expect(await Promise.all(same)).toEqual(Array.from({ length: 2000 }, (_, id) => id));
+  expect(await other).toBe(-1);
+  expect(statements.reduce((a, b) => a + b, 0)).toBe(2001);
+  expect(Math.max(...statements)).toBeLessThanOrEqual(2); // requests on one key never share a statement
 });
