@@ -1,27 +1,35 @@
 // buildApp(deps) → { start, stop }: the HTTP server (GraphQL over HTTP and
 // SSE via yoga, GraphiQL), graphql-ws on the same path, and health endpoints.
 // Knows nothing of the environment: src/bin/server.ts reads that.
+//
+// Every request to /graphql is authenticated from its headers before its body
+// is read, so that a caller without a valid key gets the small limits
+// (src/limits.ts) before it can cost memory or CPU.
 import { createServer } from "node:http";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { GraphQLError } from "graphql";
 import { createYoga } from "graphql-yoga";
-import type { Plugin } from "graphql-yoga";
-import { useServer } from "graphql-ws/use/ws";
-import { WebSocketServer } from "ws";
-import { PrincipalResolver } from "./auth/principal.js";
+import { PrincipalResolver, principalKey } from "./auth/principal.js";
 import type { Principal } from "./auth/principal.js";
 import type { Db } from "./db/client.js";
 import type { EventBus } from "./events/bus.js";
-import { SubscriptionOverflowError } from "./events/stream.js";
 import { LedgerReader } from "./events/ledger.js";
 import { LedgerWatcher } from "./events/watcher.js";
 import type { AppServices } from "./graphql/context.js";
 import { createContext } from "./graphql/context.js";
+import { responseSizeLimit } from "./graphql/cost.js";
+import { documentLimits } from "./graphql/documents.js";
+import { maskError } from "./graphql/errors.js";
+import type { TransportContext } from "./graphql/documents.js";
 import { IssueLoader } from "./graphql/issueLoader.js";
-import { queryShapeRule } from "./graphql/limits.js";
+import { shapeLimits } from "./graphql/limits.js";
 import { schema } from "./graphql/schema.js";
-import { ForbiddenError, InvalidInputError } from "./locks/types.js";
+import { Admission } from "./http/admission.js";
+import { answerExpectContinue, bodyLimit, bodyLimitOf, discardRest } from "./http/body.js";
+import { corsOption, setSecurityHeaders } from "./http/headers.js";
+import { serveWebSockets } from "./http/websocket.js";
+import { DEFAULT_LIMITS, LimitExceededError } from "./limits.js";
+import type { Limits } from "./limits.js";
 import { createLockGroups } from "./locks/groups.js";
 import type { LockDeps } from "./locks/deps.js";
 import type { Logger } from "./log.js";
@@ -38,32 +46,18 @@ export interface AppDeps {
   ledgerPollMs?: number;
   /** Live events a subscription may hold for a slow client (default 10,000). */
   subscriptionBuffer?: number;
+  /** Bounds on what clients control (default: DEFAULT_LIMITS). */
+  limits?: Limits;
+  /** Origins allowed to call from a browser (CORS); default none. */
+  corsOrigins?: readonly string[];
 }
 
 export interface App {
   readonly services: AppServices;
-  /** Handles one HTTP request (for tests that skip the socket). */
-  readonly fetch: (request: Request) => Promise<Response> | Response;
+  /** Handles one GraphQL request (for tests that skip the socket); no body limit applies. */
+  readonly fetch: (request: Request) => Promise<Response>;
   start(port: number, host?: string): Promise<{ url: string; port: number }>;
   stop(): Promise<void>;
-}
-
-const MAX_BODY_BYTES = 10 * 1024 * 1024;
-
-/** Turns our error classes into client errors; masks and logs everything else. */
-function maskError(log: Logger) {
-  return (error: unknown, message: string): Error => {
-    const located = error instanceof GraphQLError ? error : null;
-    const original = located?.originalError ?? error;
-    const clientError = (msg: string, code: string) =>
-      new GraphQLError(msg, { nodes: located?.nodes, path: located?.path, extensions: { code } });
-    if (original instanceof InvalidInputError) return clientError(original.message, "BAD_USER_INPUT");
-    if (original instanceof ForbiddenError) return clientError(original.message, "FORBIDDEN");
-    if (original instanceof SubscriptionOverflowError) return clientError(original.message, "SUBSCRIPTION_OVERFLOW");
-    if (original instanceof GraphQLError) return located ?? original;
-    log("error", "unexpected error", { ...errorFields(original), path: located?.path?.join(".") });
-    return clientError(message, "INTERNAL_SERVER_ERROR");
-  };
 }
 
 /** The API answers concurrent single-issue agent requests of a company with group commits. */
@@ -71,8 +65,21 @@ function withGroupCommit(locks: LockDeps): LockDeps {
   return { ...locks, groups: createLockGroups(locks) };
 }
 
+/** Answers a request that GraphQL never sees, with a GraphQL-shaped error. */
+function refuse(res: ServerResponse, status: number, message: string, extensions: Record<string, unknown>, headers: Record<string, string> = {}) {
+  res.writeHead(status, { "content-type": "application/json; charset=utf-8", ...headers });
+  return new Promise<void>((resolve) => res.end(JSON.stringify({ errors: [{ message, extensions }] }), () => resolve()));
+}
+
+const wantsEventStream = (req: IncomingMessage) => (req.headers.accept ?? "").includes("text/event-stream");
+
 export function buildApp(deps: AppDeps): App {
-  const resolver = new PrincipalResolver(deps.db, deps.adminToken);
+  const limits = deps.limits ?? DEFAULT_LIMITS;
+  const metrics = new Metrics({ events: deps.bus });
+  const resolver = new PrincipalResolver(deps.db, deps.adminToken, limits.unknownKeysPerMinute, (found) =>
+    metrics.keyLookups.inc({ result: found ? "found" : "unknown" }),
+  );
+  const admission = new Admission(limits);
   const services: AppServices = {
     db: deps.db,
     bus: deps.bus,
@@ -80,28 +87,25 @@ export function buildApp(deps: AppDeps): App {
     ledger: new LedgerReader(deps.db),
     issues: new IssueLoader(deps.db),
     subscriptionBuffer: deps.subscriptionBuffer ?? 10_000,
+    admission,
     log: deps.log,
-    metrics: new Metrics({ events: deps.bus }),
+    metrics,
     locks: withGroupCommit({ db: deps.db, events: deps.bus, leaseSeconds: deps.leaseSeconds }),
   };
-  const shapeLimits: Plugin = {
-    onValidate({ addValidationRule }) {
-      addValidationRule(queryShapeRule);
-    },
-  };
-  const yoga = createYoga<{ wsPrincipal?: Principal | null }>({
+  const onRefused = (limit: string) => metrics.limitRefusals.inc({ limit });
+  const yoga = createYoga<TransportContext>({
     schema,
     graphqlEndpoint: "/graphql",
     graphiql: { subscriptionsProtocol: "WS", title: "Baton" },
     landingPage: false,
-    maskedErrors: { maskError: maskError(deps.log) },
+    maskedErrors: { maskError: maskError(deps.log, metrics) },
     logging: false,
-    plugins: [shapeLimits],
-    context: async (initial) => {
-      const principal =
-        initial.wsPrincipal !== undefined ? initial.wsPrincipal : await resolver.resolve(initial.request.headers.get("authorization"));
-      return createContext(services, principal);
-    },
+    cors: corsOption(deps.corsOrigins ?? []),
+    // Replaced by documentLimits: yoga's cache admits any document, of any size, from anyone.
+    parserAndValidationCache: false,
+    maxRequestBodySize: limits.maxBodyBytes,
+    plugins: [bodyLimit(limits, onRefused), shapeLimits, documentLimits(limits, onRefused), responseSizeLimit(limits, onRefused)],
+    context: (initial) => createContext(services, initial.principal ?? null),
   });
 
   async function ready(): Promise<{ ok: boolean; checks: Record<string, string> }> {
@@ -116,7 +120,28 @@ export function buildApp(deps: AppDeps): App {
     return { ok: Object.values(checks).every((v) => v === "up"), checks };
   }
 
+  /** /graphql: authenticate from the headers first, so that the body is read within the caller's limit (bodyLimit). */
+  async function graphql(req: IncomingMessage, res: ServerResponse) {
+    const address = req.socket.remoteAddress ?? "unknown";
+    let principal: Principal | null;
+    try {
+      principal = await resolver.resolve(req.headers.authorization, address);
+      if (wantsEventStream(req)) res.once("close", admission.openConnection(principalKey(principal, address)));
+    } catch (err) {
+      if (!(err instanceof LimitExceededError)) throw err;
+      onRefused(err.limit);
+      discardRest(req);
+      const retry = err.retryAfterSeconds;
+      return refuse(res, 429, err.message, err.extensions, retry === undefined ? {} : { "retry-after": String(retry) });
+    }
+    answerExpectContinue(req, res, limits[bodyLimitOf(principal)]);
+    // Whatever of the body was left unread when the answer went (a 413) is thrown away, within bounds.
+    res.once("finish", () => discardRest(req));
+    return yoga(req, res, { principal } satisfies TransportContext);
+  }
+
   async function handle(req: IncomingMessage, res: ServerResponse) {
+    setSecurityHeaders(req, res);
     const path = (req.url ?? "/").split("?")[0];
     if (path === "/healthz") {
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ status: "ok" }));
@@ -128,80 +153,38 @@ export function buildApp(deps: AppDeps): App {
       return;
     }
     if (path === "/metrics") {
-      res.writeHead(200, { "content-type": services.metrics.registry.contentType }).end(await services.metrics.registry.metrics());
+      res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
       return;
     }
-    if (path === "/graphql") {
-      const timer = services.metrics.requestSeconds.startTimer({ path });
+    if (path === yoga.graphqlEndpoint) {
+      const timer = metrics.requestSeconds.startTimer({ path });
       res.once("finish", () => timer({ status: String(res.statusCode) }));
+      return graphql(req, res);
     }
-    if (Number(req.headers["content-length"] ?? 0) > MAX_BODY_BYTES) {
-      res.writeHead(413, { "content-type": "application/json" }).end(JSON.stringify({ errors: [{ message: "request body too large" }] }));
-      return;
-    }
-    return yoga(req, res);
+    return yoga(req, res, { principal: null } satisfies TransportContext);
   }
 
   let server: Server | null = null;
-  let wss: WebSocketServer | null = null;
-  let disposeWs: { dispose(): void | Promise<void> } | null = null;
+  let sockets: { close(): Promise<void> } | null = null;
 
   return {
     services,
-    fetch: (request) => yoga.fetch(request),
+    fetch: async (request) => yoga.fetch(request, { principal: await resolver.resolve(request.headers.get("authorization"), "local") }),
     async start(port, host = "127.0.0.1") {
       server = createServer((req, res) => {
         handle(req, res).catch((err: unknown) => {
           deps.log("error", "request failed", errorFields(err));
-          if (!res.headersSent) res.writeHead(500).end();
+          if (!res.headersSent) void refuse(res, 503, "the request could not be served; try again", { code: "INTERNAL_SERVER_ERROR" });
+          else res.destroy();
         });
       });
+      // Requests that expect 100 Continue are handled like any other: graphql() sends the 100 if the body may come.
+      server.on("checkContinue", (req, res) => server!.emit("request", req, res));
       server.keepAliveTimeout = 65_000;
-      wss = new WebSocketServer({ server, path: yoga.graphqlEndpoint, maxPayload: 1024 * 1024 });
-      disposeWs = useServer<{ authorization?: unknown }, { principal?: Principal | null }>(
-        {
-          // Authenticate once per connection, at its first operation. A missing
-          // or unknown token fails each operation with UNAUTHENTICATED, as over
-          // HTTP; the socket stays open.
-          onSubscribe: async (ctx, _id, params) => {
-            if (ctx.extra.principal === undefined) {
-              try {
-                ctx.extra.principal = await resolver.resolve(ctx.connectionParams?.authorization ?? ctx.extra.request.headers.authorization);
-              } catch (err) {
-                deps.log("error", "could not authenticate a WebSocket operation", errorFields(err));
-                return [new GraphQLError("could not authenticate; try again", { extensions: { code: "INTERNAL_SERVER_ERROR" } })];
-              }
-            }
-            const enveloped = yoga.getEnveloped({
-              wsPrincipal: ctx.extra.principal,
-              request: undefined as never,
-              params,
-            });
-            let document;
-            try {
-              document = enveloped.parse(params.query);
-            } catch (err) {
-              // A malformed operation ends that subscription, not the socket.
-              return [err instanceof GraphQLError ? err : new GraphQLError("could not parse the operation", { extensions: { code: "BAD_USER_INPUT" } })];
-            }
-            const args = {
-              schema: enveloped.schema,
-              operationName: params.operationName,
-              document,
-              variableValues: params.variables,
-              contextValue: await enveloped.contextFactory(),
-              rootValue: { execute: enveloped.execute, subscribe: enveloped.subscribe },
-            };
-            const errors = enveloped.validate(args.schema, args.document);
-            if (errors.length) return errors;
-            return args;
-          },
-          execute: (args) => (args.rootValue as { execute: typeof import("graphql").execute }).execute(args),
-          subscribe: (args) => (args.rootValue as { subscribe: typeof import("graphql").subscribe }).subscribe(args),
-        },
-        wss,
-        12_000,
-      );
+      // A client must send its headers within 10 s and its whole request within 30 s (responses, SSE included, are not limited).
+      server.headersTimeout = 10_000;
+      server.requestTimeout = 30_000;
+      sockets = serveWebSockets(server, { yoga, resolver, admission, limits, log: deps.log, onRefused });
       await new Promise<void>((resolve, reject) => {
         server!.once("error", reject);
         server!.listen(port, host, () => resolve());
@@ -211,11 +194,7 @@ export function buildApp(deps: AppDeps): App {
     },
     async stop() {
       services.watcher.stop();
-      // Close every socket politely (1001), but a client that never answers
-      // the close handshake must not hold the shutdown for ws's 30 s timeout.
-      await Promise.race([disposeWs?.dispose(), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
-      for (const client of wss?.clients ?? []) client.terminate();
-      wss?.close();
+      await sockets?.close();
       await new Promise<void>((resolve) => {
         if (!server) return resolve();
         server.close(() => resolve());

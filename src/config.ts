@@ -1,5 +1,7 @@
 // The environment, read once, validated, and frozen. Only src/bin/* call
 // loadConfig(); everything else receives the config it needs as an argument.
+import { LIMIT_SETTINGS } from "./limits.js";
+import type { Limits } from "./limits.js";
 
 export interface Config {
   /** HTTP/WS port; 0 picks a free one. */
@@ -21,6 +23,10 @@ export interface Config {
   readonly ledgerPollMs: number;
   /** Live events a subscription may hold for a slow client before it is ended (SUBSCRIPTION_OVERFLOW). */
   readonly subscriptionBuffer: number;
+  /** Bounds on what clients control (src/limits.ts). */
+  readonly limits: Limits;
+  /** Origins a browser may call the API from (CORS); empty: none. */
+  readonly corsOrigins: readonly string[];
 }
 
 export class ConfigError extends Error {
@@ -41,11 +47,38 @@ function optionalString(env: NodeJS.ProcessEnv, name: string): string | undefine
   return raw ? raw : undefined;
 }
 
+/** Placeholders that documentation and compose files tend to carry: never a real secret. */
+const PLACEHOLDER_TOKEN = /change-?me|placeholder|^(.)\1+$/i;
+
+function corsOrigins(env: NodeJS.ProcessEnv): string[] {
+  const raw = optionalString(env, "BATON_CORS_ORIGINS");
+  if (!raw) return [];
+  return raw.split(",").map((origin) => {
+    const value = origin.trim();
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw new ConfigError(`BATON_CORS_ORIGINS must list origins such as https://board.example.com, got ${JSON.stringify(value)}`);
+    }
+    if (url.origin !== value.replace(/\/$/, "")) {
+      throw new ConfigError(`BATON_CORS_ORIGINS must list bare origins (scheme://host[:port]), got ${JSON.stringify(value)}`);
+    }
+    return url.origin;
+  });
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const adminToken = optionalString(env, "BATON_ADMIN_TOKEN");
   if (adminToken !== undefined && adminToken.length < 16) {
     throw new ConfigError("BATON_ADMIN_TOKEN must be at least 16 characters long");
   }
+  if (adminToken !== undefined && PLACEHOLDER_TOKEN.test(adminToken)) {
+    throw new ConfigError("BATON_ADMIN_TOKEN looks like a placeholder: set a random secret (e.g. openssl rand -hex 24)");
+  }
+  const limits = Object.freeze(
+    Object.fromEntries(LIMIT_SETTINGS.map((s) => [s.name, integer(env, s.env, s.fallback, s.min, s.max)])) as unknown as Limits,
+  );
   return Object.freeze({
     port: integer(env, "PORT", 4000, 0, 65535),
     host: optionalString(env, "HOST") ?? "127.0.0.1",
@@ -58,5 +91,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dbPoolSize: integer(env, "BATON_DB_POOL_SIZE", 10, 1, 200),
     ledgerPollMs: integer(env, "BATON_LEDGER_POLL_MS", 1000, 50, 60_000),
     subscriptionBuffer: integer(env, "BATON_SUBSCRIPTION_BUFFER", 10_000, 1, 1_000_000),
+    limits,
+    corsOrigins: Object.freeze(corsOrigins(env)),
   });
 }

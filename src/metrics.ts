@@ -34,6 +34,20 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly limitRefusals = new Counter({
+    name: "baton_limit_refusals_total",
+    help: "Requests, operations and connections refused by a limit (src/limits.ts), by the limit's name.",
+    labelNames: ["limit"] as const,
+    registers: [this.registry],
+  });
+
+  readonly keyLookups = new Counter({
+    name: "baton_key_lookups_total",
+    help: "Database lookups of keys not yet cached, by result (found, unknown).",
+    labelNames: ["result"] as const,
+    registers: [this.registry],
+  });
+
   readonly sweeps = new Counter({
     name: "baton_recovery_sweeps_total",
     help: "Recovery sweeps, by result.",

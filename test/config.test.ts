@@ -1,7 +1,9 @@
 // The environment is read once, at start: a bad value stops the process with
 // a message naming the variable, never a default silently used instead.
+import { readFileSync } from "node:fs";
 import { expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.js";
+import { DEFAULT_LIMITS, LIMIT_SETTINGS } from "../src/limits.js";
 
 it("has the documented defaults", () => {
   expect(loadConfig({})).toMatchObject({
@@ -14,7 +16,30 @@ it("has the documented defaults", () => {
     dataDir: ".baton",
     ledgerPollMs: 1000,
     subscriptionBuffer: 10_000,
+    limits: DEFAULT_LIMITS,
+    corsOrigins: [],
   });
+});
+
+it("reads every limit from its variable, and the CORS allow-list as bare origins", () => {
+  const env = Object.fromEntries(LIMIT_SETTINGS.map((s) => [s.env, String(s.min + 1)]));
+  const config = loadConfig({ ...env, BATON_CORS_ORIGINS: "https://board.example.com, http://localhost:5173" });
+  for (const s of LIMIT_SETTINGS) expect(config.limits[s.name]).toBe(s.min + 1);
+  expect(config.corsOrigins).toEqual(["https://board.example.com", "http://localhost:5173"]);
+});
+
+it("documents every limit, with its variable and default, in docs/operations.md", () => {
+  const doc = readFileSync(new URL("../docs/operations.md", import.meta.url), "utf8");
+  for (const s of LIMIT_SETTINGS) {
+    expect(doc, s.env).toMatch(new RegExp(`\\| \`${s.name}\` \\| \`${s.env}\` \\| ${s.fallback.toLocaleString("en-US")}`));
+  }
+});
+
+it("docker-compose has no admin token of its own and publishes the API on loopback only", () => {
+  const compose = readFileSync(new URL("../docker-compose.yml", import.meta.url), "utf8");
+  expect(compose).toMatch(/BATON_ADMIN_TOKEN: \$\{BATON_ADMIN_TOKEN:\?[^}]+\}/);
+  expect(compose).not.toMatch(/BATON_ADMIN_TOKEN:-/);
+  expect(compose).toMatch(/- "\$\{BATON_PUBLISH_ADDRESS:-127\.0\.0\.1\}:4000:4000"/);
 });
 
 it("reads what is set, and treats blank as unset", () => {
@@ -31,6 +56,12 @@ it.each([
   [{ BATON_RECOVERY_INTERVAL_MS: "1.5" }, /BATON_RECOVERY_INTERVAL_MS must be a whole number/],
   [{ BATON_SUBSCRIPTION_BUFFER: "0" }, /BATON_SUBSCRIPTION_BUFFER must be between 1/],
   [{ BATON_ADMIN_TOKEN: "short" }, /BATON_ADMIN_TOKEN must be at least 16 characters/],
+  [{ BATON_ADMIN_TOKEN: "change-me-baton-admin-token" }, /BATON_ADMIN_TOKEN looks like a placeholder/],
+  [{ BATON_ADMIN_TOKEN: "aaaaaaaaaaaaaaaaaaaa" }, /BATON_ADMIN_TOKEN looks like a placeholder/],
+  [{ BATON_MAX_BODY_BYTES: "10" }, /BATON_MAX_BODY_BYTES must be between 1024/],
+  [{ BATON_MAX_SUBSCRIPTIONS_PER_SOCKET: "many" }, /BATON_MAX_SUBSCRIPTIONS_PER_SOCKET must be a whole number/],
+  [{ BATON_CORS_ORIGINS: "*" }, /BATON_CORS_ORIGINS must list origins/],
+  [{ BATON_CORS_ORIGINS: "https://board.example.com/path" }, /BATON_CORS_ORIGINS must list bare origins/],
 ])("refuses %j with a message naming the variable", (env, message) => {
   expect(() => loadConfig(env)).toThrow(ConfigError);
   expect(() => loadConfig(env)).toThrow(message);

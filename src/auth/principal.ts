@@ -1,9 +1,13 @@
 // Who is calling. Resolved once per request (or WebSocket connection) from the
-// bearer token; key lookups are cached in memory because keys never change
-// once issued, which keeps the claim path at one database round trip.
+// bearer token, before the request's body is read. Known keys are cached in
+// memory because keys never change once issued, which keeps the claim path at
+// one database round trip. Tokens that are not keys cost a lookup only within
+// the unknown-key budget (unknownKeys.ts), and a token already found unknown
+// is remembered, so repeating it costs nothing.
 import type { Db } from "../db/client.js";
 import { queryOne, sql } from "../db/sql.js";
 import { hashKey, sameSecret } from "./keys.js";
+import { UnknownKeyGuard } from "./unknownKeys.js";
 
 export type Principal =
   | { role: "ADMIN"; companyId: null; agentId: null }
@@ -11,39 +15,82 @@ export type Principal =
   | { role: "AGENT"; companyId: string; agentId: string; agentNameKey: string };
 
 const MAX_CACHED_KEYS = 10_000;
+const MAX_REMEMBERED_UNKNOWN = 10_000;
+/** generateKey's shape: `baton_<kind>_` and 32 random bytes in base64url. */
+const KEY_SHAPE = /^baton_(board|agent)_[A-Za-z0-9_-]{43}$/;
 
 export class PrincipalResolver {
-  private readonly cache = new Map<string, Principal>();
+  private readonly known = new Map<string, Principal>();
+  private readonly unknown = new Set<string>();
+  private readonly inFlight = new Map<string, Promise<Principal | null>>();
+  private readonly guard: UnknownKeyGuard;
 
   constructor(
     private readonly db: Db,
     private readonly adminToken: string,
-  ) {}
+    unknownKeysPerMinute: number,
+    /** Called after each database lookup of a key (for metrics). */
+    private readonly onLookup: (found: boolean) => void = () => {},
+  ) {
+    this.guard = new UnknownKeyGuard(unknownKeysPerMinute);
+  }
 
-  /** null: no such token. Tokens arrive as `Bearer <token>` or bare. */
-  async resolve(authorization: unknown): Promise<Principal | null> {
+  /**
+   * null: no token, or not a key. Tokens arrive as `Bearer <token>` or bare.
+   * Throws LimitExceededError when `address` has spent its unknown-key budget.
+   */
+  async resolve(authorization: unknown, address = "unknown"): Promise<Principal | null> {
     const token = parseBearer(authorization);
     if (!token) return null;
     if (sameSecret(token, this.adminToken)) return { role: "ADMIN", companyId: null, agentId: null };
-    if (!token.startsWith("baton_") || token.length > 200) return null;
+    if (!KEY_SHAPE.test(token)) return null;
     const hash = hashKey(token);
-    const cached = this.cache.get(hash);
+    const cached = this.known.get(hash);
     if (cached) return cached;
+    if (this.unknown.has(hash)) return null;
+    let pending = this.inFlight.get(hash);
+    if (!pending) {
+      pending = this.guard.lookup(address, () => this.lookup(hash), (principal) => principal !== null);
+      this.inFlight.set(hash, pending);
+      void pending.finally(() => this.inFlight.delete(hash)).catch(() => {});
+    }
+    return pending;
+  }
+
+  private async lookup(hash: string): Promise<Principal | null> {
     const row = await queryOne<{ role: "BOARD" | "AGENT"; companyId: string; agentId: string | null; nameKey: string | null } | undefined>(
       this.db,
       sql`SELECT k.role, k.company_id AS "companyId", k.agent_id AS "agentId", a.name_key AS "nameKey"
             FROM api_keys k LEFT JOIN agents a ON a.id = k.agent_id
            WHERE k.key_hash = ${hash}`,
     );
-    if (!row) return null;
+    this.onLookup(row !== undefined);
+    if (!row) {
+      remember(this.unknown, hash, MAX_REMEMBERED_UNKNOWN);
+      return null;
+    }
     const principal: Principal =
       row.role === "BOARD"
         ? { role: "BOARD", companyId: row.companyId, agentId: null }
         : { role: "AGENT", companyId: row.companyId, agentId: row.agentId!, agentNameKey: row.nameKey! };
-    if (this.cache.size >= MAX_CACHED_KEYS) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(hash, principal);
+    if (this.known.size >= MAX_CACHED_KEYS) this.known.delete(this.known.keys().next().value!);
+    this.known.set(hash, principal);
     return principal;
   }
+}
+
+/** Adds to a bounded set, forgetting the oldest entry when full. */
+function remember(set: Set<string>, value: string, max: number): void {
+  if (set.size >= max) set.delete(set.values().next().value!);
+  set.add(value);
+}
+
+/** What per-key limits count against: the key itself, or the address for a caller without one. */
+export function principalKey(principal: Principal | null, address: string): string {
+  if (!principal) return `anonymous:${address}`;
+  if (principal.role === "ADMIN") return "admin";
+  if (principal.role === "BOARD") return `board:${principal.companyId}`;
+  return `agent:${principal.agentId}`;
 }
 
 /** `unknown`: graphql-ws connectionParams are whatever JSON the client sent; only a string can be a token. */

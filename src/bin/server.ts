@@ -19,7 +19,17 @@ async function main() {
     log("warn", "REDIS_URL is not set: lock events use in-process pub/sub, so only ONE API instance is supported");
   }
   const adminToken = config.adminToken ?? `baton_admin_${randomBytes(24).toString("base64url")}`;
-  const app = buildApp({ db: db.prisma, bus, adminToken, leaseSeconds: config.runLeaseSeconds, log, ledgerPollMs: config.ledgerPollMs, subscriptionBuffer: config.subscriptionBuffer });
+  const app = buildApp({
+    db: db.prisma,
+    bus,
+    adminToken,
+    leaseSeconds: config.runLeaseSeconds,
+    log,
+    ledgerPollMs: config.ledgerPollMs,
+    subscriptionBuffer: config.subscriptionBuffer,
+    limits: config.limits,
+    corsOrigins: config.corsOrigins,
+  });
   const { url } = await app.start(config.port, config.host);
   onShutdown(log, async () => {
     await app.stop();

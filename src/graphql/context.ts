@@ -6,6 +6,7 @@ import type { Db } from "../db/client.js";
 import type { EventBus } from "../events/bus.js";
 import type { LedgerReader } from "../events/ledger.js";
 import type { LedgerWatcher } from "../events/watcher.js";
+import type { Admission } from "../http/admission.js";
 import type { IssueLoader } from "./issueLoader.js";
 import type { LockDeps } from "../locks/deps.js";
 import type { AgentActor, Issue } from "../locks/types.js";
@@ -24,6 +25,8 @@ export interface AppServices {
   readonly metrics: Metrics;
   /** Live events a subscription may hold for a slow client before it is ended. */
   readonly subscriptionBuffer: number;
+  /** Open connections and subscriptions, per key and company, against their limits. */
+  readonly admission: Admission;
 }
 
 export interface Context {

@@ -1,11 +1,67 @@
 // Bounds on query shape, checked at validation time (before anything runs):
-// nesting depth and the number of aliased fields. The schema's deepest useful
-// query (lockEvents → issue → …) is far shallower than MAX_DEPTH.
-import { GraphQLError, Kind } from "graphql";
-import type { ASTVisitor, FragmentDefinitionNode, SelectionSetNode, ValidationContext } from "graphql";
+// nesting depth, the number of aliased fields, selections per selection set
+// and fragments per document. The schema's deepest useful query (lockEvents →
+// issue → …) is far shallower than MAX_DEPTH, and its widest type has fewer
+// than 20 fields.
+//
+// The rest keep validation itself cheap: graphql-js compares the fields of a
+// selection set, and the fragments of a document, pair by pair
+// (OverlappingFieldsCanBeMerged), so 500 fields with arguments in one set, or
+// 500 fragments, cost it 150-250 ms of the event loop within the token limit.
+// shapeProblem() refuses such documents in one linear walk, before that rule
+// runs: at most MAX_SELECTIONS_PER_SET selections in a set, the same field at
+// most MAX_REPEATS times in a set, at most MAX_FRAGMENTS fragments.
+import { GraphQLError, Kind, visit } from "graphql";
+import type { ASTVisitor, DocumentNode, FragmentDefinitionNode, SelectionSetNode, ValidationContext } from "graphql";
+import type { Plugin } from "graphql-yoga";
 
 export const MAX_DEPTH = 10;
 export const MAX_ALIASES = 30;
+export const MAX_SELECTIONS_PER_SET = 50;
+export const MAX_FRAGMENTS = 50;
+/** The same field (response key) written more than this many times in one selection set. */
+export const MAX_REPEATS = 5;
+
+const shapeError = (message: string) => new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT" } });
+
+/** The first way `document` is too wide to validate cheaply, or null. */
+export function shapeProblem(document: DocumentNode): GraphQLError | null {
+  let fragments = 0;
+  let widest = 0;
+  let repeated: { key: string; times: number } | null = null;
+  visit(document, {
+    FragmentDefinition() {
+      fragments++;
+    },
+    SelectionSet(node) {
+      widest = Math.max(widest, node.selections.length);
+      const times = new Map<string, number>();
+      for (const sel of node.selections) {
+        if (sel.kind !== Kind.FIELD) continue;
+        const key = sel.alias?.value ?? sel.name.value;
+        const n = (times.get(key) ?? 0) + 1;
+        times.set(key, n);
+        if (n > MAX_REPEATS && !repeated) repeated = { key, times: n };
+      }
+    },
+  });
+  if (fragments > MAX_FRAGMENTS) return shapeError(`query defines ${fragments} fragments; at most ${MAX_FRAGMENTS} are allowed`);
+  if (widest > MAX_SELECTIONS_PER_SET) {
+    return shapeError(`query selects ${widest} things in one selection set; at most ${MAX_SELECTIONS_PER_SET} are allowed`);
+  }
+  const r = repeated as { key: string; times: number } | null;
+  if (r) return shapeError(`query asks for ${r.key} more than ${MAX_REPEATS} times in one selection set`);
+  return null;
+}
+
+/** Adds the shape rules to validation, and skips validation altogether for a document too wide to validate cheaply. */
+export const shapeLimits: Plugin = {
+  onValidate({ params, addValidationRule, setResult }) {
+    const problem = shapeProblem(params.documentAST);
+    if (problem) return setResult([problem]);
+    addValidationRule(queryShapeRule);
+  },
+};
 
 /**
  * The depth of a selection set. A fragment's depth is computed once and

@@ -10,7 +10,13 @@ import { LockAuditRef, LockEventRef } from "./types/lockEvent.js";
 import { HeartbeatRunRef } from "./types/run.js";
 
 /** Page sizes are bounded: a client asks for more pages, not a bigger one. */
-export function pageSize(name: string, value: number | null | undefined, fallback: number, max: number): number {
+export const PAGE_LIMITS = {
+  issues: { fallback: 50, max: 500 },
+  runs: { fallback: 50, max: 500 },
+  lockEvents: { fallback: 100, max: 1000 },
+} as const;
+
+export function pageSize(name: string, value: number | null | undefined, { fallback, max }: { fallback: number; max: number }): number {
   const n = value ?? fallback;
   if (!Number.isInteger(n) || n < 1 || n > max) throw badInput(`${name} must be between 1 and ${max}`);
   return n;
@@ -71,12 +77,12 @@ builder.queryFields((t) => ({
       companyId: t.arg.id({ required: true }),
       status: t.arg({ type: [IssueStatusEnum] }),
       assigneeAgentId: t.arg.id(),
-      first: t.arg.int({ defaultValue: 50 }),
+      first: t.arg.int({ defaultValue: PAGE_LIMITS.issues.fallback }),
       after: t.arg.string(),
     },
     resolve: async (_root, args, ctx) => {
       const companyId = requireCompanyReader(ctx, args.companyId);
-      const first = pageSize("first", args.first, 50, 500);
+      const first = pageSize("first", args.first, PAGE_LIMITS.issues);
       const page = await listIssues(ctx.services.db, companyId, {
         status: args.status ?? null,
         assigneeAgentId: args.assigneeAgentId != null ? validateId("assigneeAgentId", args.assigneeAgentId) : null,
@@ -101,10 +107,10 @@ builder.queryFields((t) => ({
     args: {
       companyId: t.arg.id({ required: true }),
       status: t.arg({ type: [RunStatusEnum] }),
-      first: t.arg.int({ defaultValue: 50 }),
+      first: t.arg.int({ defaultValue: PAGE_LIMITS.runs.fallback }),
     },
     resolve: (_root, args, ctx) =>
-      listRuns(ctx.services.db, requireCompanyReader(ctx, args.companyId), args.status ?? null, pageSize("first", args.first, 50, 500)),
+      listRuns(ctx.services.db, requireCompanyReader(ctx, args.companyId), args.status ?? null, pageSize("first", args.first, PAGE_LIMITS.runs)),
   }),
 
   lockEvents: t.field({
@@ -114,13 +120,13 @@ builder.queryFields((t) => ({
       companyId: t.arg.id({ required: true }),
       afterSeq: t.arg.id(),
       issueId: t.arg.id(),
-      first: t.arg.int({ defaultValue: 100 }),
+      first: t.arg.int({ defaultValue: PAGE_LIMITS.lockEvents.fallback }),
     },
     resolve: (_root, args, ctx) =>
       listLockEvents(ctx.services.db, requireCompanyReader(ctx, args.companyId), {
         afterSeq: parseSeq("afterSeq", args.afterSeq),
         issueId: args.issueId != null ? validateId("issueId", args.issueId) : null,
-        first: pageSize("first", args.first, 100, 1000),
+        first: pageSize("first", args.first, PAGE_LIMITS.lockEvents),
       }),
   }),
 

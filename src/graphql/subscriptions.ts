@@ -1,3 +1,4 @@
+import { principalKey } from "../auth/principal.js";
 import { lockEventStream } from "../events/stream.js";
 import { builder } from "./builder.js";
 import { requireCompanyReader, validateId } from "./context.js";
@@ -22,11 +23,16 @@ builder.subscriptionFields((t) => ({
         agentId: args.agentId != null ? validateId("agentId", args.agentId) : null,
         afterSeq: parseSeq("afterSeq", args.afterSeq),
       };
-      const { metrics } = ctx.services;
+      const { metrics, admission } = ctx.services;
+      // Counted against the key's and the company's limits until the stream ends, however it ends.
+      const release = admission.openSubscription(principalKey(ctx.principal, ""), filter.companyId);
       return lockEventStream(ctx.services.ledger, ctx.services.bus, ctx.services.watcher, filter, {
         maxBuffered: ctx.services.subscriptionBuffer,
         onOpen: () => metrics.subscriptions.inc(),
-        onClose: () => metrics.subscriptions.dec(),
+        onClose: () => {
+          metrics.subscriptions.dec();
+          release();
+        },
       });
     },
     resolve: (event) => event,
