@@ -523,7 +523,12 @@ export async function run(options: BenchOptions, overrides: FanoutOverrides = {}
   const violations: string[] = [];
   const series: Record<string, [number, number][]> = { "p50 ms": [], "p99 ms": [] };
   try {
-    const env = { ...overrides.apiEnv, REDIS_URL: options.redisUrl };
+    // All N dashboards share the company's one board key, so the per-key and per-company limits
+    // (docs/operations.md#limits; 100 connections and 200 subscriptions per key by default) are raised here.
+    const raised = String(Math.max(...subscriberCounts, 1) + 10);
+    const limits = { BATON_MAX_CONNECTIONS_PER_KEY: raised, BATON_MAX_SUBSCRIPTIONS_PER_KEY: raised, BATON_MAX_SUBSCRIPTIONS_PER_COMPANY: raised };
+    notes.push(`Every subscriber uses the same board key, so both instances ran with ${JSON.stringify(limits)}.`);
+    const env = { ...limits, ...overrides.apiEnv, REDIS_URL: options.redisUrl };
     if (overrides.apiEnv) notes.push(`API instances ran with ${JSON.stringify(overrides.apiEnv)} (diagnostic run).`);
     apis.push(await startApi(url, await freePort(), env));
     apis.push(await startApi(url, await freePort(), env));

@@ -16,6 +16,7 @@ const SCENARIOS: Record<string, () => Promise<{ run(o: BenchOptions): Promise<Sc
   recovery: () => import("./recovery.js"),
   scale: () => import("./scale.js"),
   ledger: () => import("./ledger.js"),
+  hostile: () => import("./hostile.js"),
 };
 
 const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, only: { type: "string" } } });

@@ -103,7 +103,7 @@ export function buildApp(deps: AppDeps): App {
     cors: corsOption(deps.corsOrigins ?? []),
     // Replaced by documentLimits: yoga's cache admits any document, of any size, from anyone.
     parserAndValidationCache: false,
-    maxRequestBodySize: limits.maxBodyBytes,
+    maxRequestBodySize: false, // bodyLimit counts instead, with the caller's limit
     plugins: [bodyLimit(limits, onRefused), shapeLimits, documentLimits(limits, onRefused), responseSizeLimit(limits, onRefused)],
     context: (initial) => createContext(services, initial.principal ?? null),
   });

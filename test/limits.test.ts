@@ -11,7 +11,7 @@ import { request as httpRequest } from "node:http";
 import pg from "pg";
 import WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { watchHealth } from "./helpers/healthWatch.js";
+import { whileWatching } from "./helpers/healthWatch.js";
 import { eventually } from "./helpers/race.js";
 import { startServerProcess } from "./helpers/serverProcess.js";
 import type { ServerProcess } from "./helpers/serverProcess.js";
@@ -23,6 +23,7 @@ let server: ServerProcess;
 let companyId: string;
 let boardKey: string;
 let agentKey: string;
+let runId: string;
 
 interface Answer {
   status: number;
@@ -69,20 +70,30 @@ beforeAll(async () => {
   const agent = await gql(`mutation { createAgent(name: "a1") { apiKey } }`, boardKey);
   agentKey = (agent.body.data as { createAgent: { apiKey: string } }).createAgent.apiKey;
   expect((await gql(`{ me { role } }`, agentKey)).body).toEqual({ data: { me: { role: "AGENT" } } }); // now a known key
+  runId = ((await gql(`mutation { startRun { id } }`, agentKey)).body.data as { startRun: { id: string } }).startRun.id;
+  await gql(`mutation { createIssues(inputs: [{ title: "one" }, { title: "two" }]) { id } }`, boardKey);
 });
+
+/** An agent's claim, as other clients go on working during an attack. */
+async function claim(): Promise<unknown> {
+  const answer = await gql(`mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename } }`, agentKey, { r: runId });
+  return (answer.body.data as { claimIssue: { __typename: string } }).claimIssue.__typename;
+}
 
 afterAll(async () => {
   await server?.stop();
 });
 
 describe("documents from a caller without a key", () => {
-  it("50 documents of 2 MB are refused unread (413, anonymousMaxBodyBytes); memory grows by under 30 MB and /healthz answers throughout", async () => {
+  it("50 documents of 2 MB are refused unread (413, anonymousMaxBodyBytes); memory grows by under 30 MB, and /healthz and claims answer throughout", async () => {
     const bomb = (i: number) => spreadBomb(400_000, `anonymous ${i} ${Math.random()}`);
     await flood(5, 5, (i) => post(bomb(i), null)); // warm up: the first requests load code
     const before = server.rssMb();
-    const health = await watchHealth(server.origin, HEALTH_DEADLINE_MS);
-    const answers = await flood(50, 5, (i) => post(bomb(i), null));
-    const { failures, answered } = await health();
+    const {
+      result: [answers, claimed],
+      health: { failures, answered },
+    } = await whileWatching(server.origin, HEALTH_DEADLINE_MS, () => Promise.all([flood(50, 5, (i) => post(bomb(i), null)), claim()]));
+    expect(claimed).toBe("IssueClaimed");
     for (const answer of answers) {
       expect(answer.status).toBe(413);
       expect(answer.body.errors![0]!.extensions).toMatchObject({ code: "LIMIT_EXCEEDED", limit: "anonymousMaxBodyBytes" });
@@ -138,11 +149,15 @@ describe("documents from a caller without a key", () => {
 });
 
 describe("documents with a valid key", () => {
-  it("20 documents of 2 MB (800,000 tokens) are refused at 5,000 tokens (maxTokens), none is kept, and memory returns to within 30 MB of where it was", async () => {
+  it("20 documents of 2 MB (800,000 tokens) and one of 9.8 MB are refused at 5,000 tokens (maxTokens), none is kept, and memory returns to within 30 MB of where it was", async () => {
     const before = server.rssMb();
-    const health = await watchHealth(server.origin, HEALTH_DEADLINE_MS);
-    const answers = await flood(20, 2, (i) => post(spreadBomb(400_000, `agent ${i} ${Math.random()}`), agentKey));
-    const { failures } = await health();
+    const {
+      result: answers,
+      health: { failures },
+    } = await whileWatching(server.origin, HEALTH_DEADLINE_MS, async () => [
+      ...(await flood(20, 2, (i) => post(spreadBomb(400_000, `agent ${i} ${Math.random()}`), agentKey))),
+      await post(spreadBomb(2_000_000, "9.8 MB, just under maxBodyBytes"), agentKey), // held the event loop for 10 s before
+    ]);
     for (const answer of answers) {
       expect(answer.body.errors![0]!.extensions).toMatchObject({ code: "LIMIT_EXCEEDED", limit: "maxTokens", max: 5_000 });
     }
@@ -177,9 +192,11 @@ describe("answers", () => {
   });
 
   it("ten aliases of 500 descriptions of 100,000 characters (an 876-byte query) are refused before anything is read (maxResponseChars)", async () => {
-    const health = await watchHealth(server.origin, HEALTH_DEADLINE_MS);
-    const answer = await post(JSON.stringify({ query: aliases(10) }), boardKey, {}, 1_000);
-    const { failures } = await health();
+    const {
+      result: [answer, claimed],
+      health: { failures },
+    } = await whileWatching(server.origin, HEALTH_DEADLINE_MS, () => Promise.all([post(JSON.stringify({ query: aliases(10) }), boardKey, {}, 1_000), claim()]));
+    expect(claimed).toBe("IssueClaimed");
     expect(answer.body.data).toBeUndefined();
     expect(answer.body.errors![0]!.extensions).toMatchObject({ code: "LIMIT_EXCEEDED", limit: "maxResponseChars", max: 6_000_000 });
     expect(answer.body.errors![0]!.message).toMatch(/could be \d+ characters/);

@@ -106,20 +106,21 @@ function leafWidth(parent: string, field: string, type: GraphQLNamedType): numbe
   }
 }
 
-function argumentValues(node: FieldNode, variables: Args): Args {
+function argumentValues(node: FieldNode, variables: Args, onVariable: () => void): Args {
   const out: Args = {};
-  for (const arg of node.arguments ?? []) out[arg.name.value] = literal(arg.value, variables);
+  for (const arg of node.arguments ?? []) out[arg.name.value] = literal(arg.value, variables, onVariable);
   return out;
 }
 
-function literal(value: ValueNode, variables: Args): unknown {
+function literal(value: ValueNode, variables: Args, onVariable: () => void): unknown {
   switch (value.kind) {
     case Kind.VARIABLE:
+      onVariable();
       return variables[value.name.value];
     case Kind.INT:
       return Number(value.value);
     case Kind.LIST:
-      return value.values.map((v) => literal(v, variables));
+      return value.values.map((v) => literal(v, variables, onVariable));
     default:
       return undefined; // only counts and lengths matter here
   }
@@ -135,6 +136,8 @@ const MAX_STEPS = 200_000;
 export class ResponseEstimate {
   private readonly fragments = new Map<string, FragmentDefinitionNode>();
   private steps = 0;
+  /** Whether a row count came from a variable: then the estimate holds for these variables only. */
+  usedVariables = false;
 
   constructor(
     private readonly schema: GraphQLSchema,
@@ -209,20 +212,36 @@ export class ResponseEstimate {
     const type = getNamedType(def.type);
     const sets = group.flatMap((g) => (g.node.selectionSet ? [{ set: g.node.selectionSet, type }] : []));
     const each = isLeafType(type) ? leafWidth(parent.name, name, type) : this.object(sets);
-    const count = ROWS[`${parent.name}.${name}`]?.(argumentValues(node, this.variables)) ?? 1;
+    const rowsOf = ROWS[`${parent.name}.${name}`];
+    const count = rowsOf ? rowsOf(argumentValues(node, this.variables, () => (this.usedVariables = true))) : 1;
     return count * (each + (isList(def.type) || count > 1 ? 1 : 0));
   }
 }
 
 /** Refuses, before any resolver runs, an operation whose answer could be longer than maxResponseChars. */
 export function responseSizeLimit(limits: Limits, onRefused: (limit: string) => void): Plugin {
+  // Estimates that no variable went into, per cached document and operation: the claim path's
+  // documents come from the document cache, so their estimate is made once.
+  const known = new WeakMap<DocumentNode, Map<string, number>>();
+  const estimate = (schema: GraphQLSchema, document: DocumentNode, operation: OperationDefinitionNode, variables: Args) => {
+    const name = operation.name?.value ?? "";
+    const cached = known.get(document)?.get(name);
+    if (cached !== undefined) return cached;
+    const estimator = new ResponseEstimate(schema, document, variables);
+    const chars = estimator.of(operation);
+    if (!estimator.usedVariables) {
+      const byName = known.get(document) ?? new Map<string, number>();
+      known.set(document, byName.set(name, chars));
+    }
+    return chars;
+  };
   const check = (args: { schema: GraphQLSchema; document: DocumentNode; operationName?: string | null; variableValues?: Args | null }) => {
     const operation = args.document.definitions.find(
       (d): d is OperationDefinitionNode =>
         d.kind === Kind.OPERATION_DEFINITION && (args.operationName == null || d.name?.value === args.operationName),
     );
     if (!operation) return null;
-    const chars = new ResponseEstimate(args.schema, args.document, args.variableValues ?? {}).of(operation);
+    const chars = estimate(args.schema, args.document, operation, args.variableValues ?? {});
     if (chars <= limits.maxResponseChars) return null;
     onRefused("maxResponseChars");
     return limitError(

@@ -54,12 +54,18 @@ export function shapeProblem(document: DocumentNode): GraphQLError | null {
   return null;
 }
 
-/** Adds the shape rules to validation, and skips validation altogether for a document too wide to validate cheaply. */
+/**
+ * Adds the shape rules to validation, and skips validation altogether for a
+ * document too wide to validate cheaply. Wrapping the validation function
+ * means a document whose validation is cached (documents.ts) is not walked again.
+ */
 export const shapeLimits: Plugin = {
-  onValidate({ params, addValidationRule, setResult }) {
-    const problem = shapeProblem(params.documentAST);
-    if (problem) return setResult([problem]);
+  onValidate({ addValidationRule, validateFn, setValidationFn }) {
     addValidationRule(queryShapeRule);
+    setValidationFn((schema, document, rules, typeInfo, options) => {
+      const problem = shapeProblem(document);
+      return problem ? [problem] : validateFn(schema, document, rules, typeInfo, options);
+    });
   },
 };
 

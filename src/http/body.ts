@@ -27,16 +27,21 @@ export function bodyLimit(limits: Limits, onRefused: (limit: string) => void): P
     onRequestParse({ request, serverContext, requestParser, setRequestParser, fetchAPI }) {
       const name = bodyLimitOf((serverContext as Partial<TransportContext>).principal ?? null);
       const max = limits[name];
-      if (Number(request.headers.get("content-length") ?? 0) > max) {
+      const declared = request.headers.get("content-length");
+      if (Number(declared ?? 0) > max) {
         onRefused(name);
         throw tooLarge(name, max);
       }
-      if (!requestParser || !request.body) return;
+      // With a Content-Length, Node's parser delivers exactly that many bytes: only a body without one
+      // (chunked) needs counting as it arrives.
+      if (declared !== null || !requestParser || !request.body) return;
       const parse = requestParser;
       setRequestParser((req) => {
         let read = 0;
+        // A native stream (a Request made with the global fetch API) needs the native TransformStream, as in yoga's own limit.
+        const Transform = req.body instanceof ReadableStream ? globalThis.TransformStream : fetchAPI.TransformStream;
         const counted = req.body!.pipeThrough(
-          new fetchAPI.TransformStream({
+          new Transform({
             transform(chunk: Uint8Array, controller) {
               read += chunk.byteLength;
               if (read > max) {
@@ -72,7 +77,8 @@ const GRACE_MS = 5_000;
  * Nothing is kept either way.
  */
 export function discardRest(req: IncomingMessage): void {
-  if (req.readableEnded || req.destroyed) return;
+  const hasBody = Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
+  if (!hasBody || req.readableEnded || req.destroyed) return;
   const timer = setTimeout(() => req.destroy(), GRACE_MS).unref();
   req.once("end", () => clearTimeout(timer)).once("close", () => clearTimeout(timer));
   if (Number(req.headers["content-length"] ?? 0) > DISCARD_BYTES) return;

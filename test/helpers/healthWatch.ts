@@ -8,26 +8,40 @@ const WATCHER = String.raw`
 const [url, deadline] = [process.argv[1], Number(process.argv[2])];
 let stopped = false;
 const failures = [];
+const latencies = [];
 let answered = 0;
-process.stdin.on("data", () => (stopped = true));
+// Stops when told, when the test process goes away (stdin ends), or after two minutes in any case.
+process.stdin.on("data", () => (stopped = true)).on("end", () => (stopped = true));
+setTimeout(() => (stopped = true), 120000).unref();
 (async () => {
   while (!stopped) {
+    const started = performance.now();
     try {
       const res = await fetch(url, { signal: AbortSignal.timeout(deadline) });
       await res.arrayBuffer();
+      latencies.push(performance.now() - started);
       if (res.status !== 200) failures.push("status " + res.status);
       if (answered++ === 0) process.stdout.write("ready\n");
     } catch (err) {
       failures.push(err.message);
+      if (failures.length > 1000) stopped = true; // the server is gone: no point asking on
     }
   }
-  process.stdout.write(JSON.stringify({ answered, failures }) + "\n");
+  process.stdout.write(JSON.stringify({ answered, failures, latencies }) + "\n");
   process.exit(0);
 })();
 `;
 
-/** Starts watching; the returned function stops and tells how many answered and which failed their deadline. */
-export async function watchHealth(origin: string, deadlineMs: number): Promise<() => Promise<{ answered: number; failures: string[] }>> {
+export interface HealthReport {
+  answered: number;
+  /** Why each request that did not answer 200 within the deadline failed. */
+  failures: string[];
+  /** Milliseconds each answered request took. */
+  latencies: number[];
+}
+
+/** Starts watching; the returned function stops and reports. (bench/hostile.ts uses it too.) */
+export async function watchHealth(origin: string, deadlineMs: number): Promise<() => Promise<HealthReport>> {
   const child = spawn(process.execPath, ["-e", WATCHER, `${origin}/healthz`, String(deadlineMs)], { stdio: ["pipe", "pipe", "inherit"] });
   let out = "";
   child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
@@ -37,6 +51,19 @@ export async function watchHealth(origin: string, deadlineMs: number): Promise<(
   return async () => {
     child.stdin.end("stop\n");
     await exited;
-    return JSON.parse(out.split("\n")[1]!) as { answered: number; failures: string[] };
+    return JSON.parse(out.split("\n")[1]!) as HealthReport;
   };
+}
+
+/** Runs `attack` while watching /healthz; the watcher is stopped however the attack ends. */
+export async function whileWatching<T>(origin: string, deadlineMs: number, attack: () => Promise<T>): Promise<{ result: T; health: HealthReport }> {
+  const stop = await watchHealth(origin, deadlineMs);
+  let result: T;
+  try {
+    result = await attack();
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { result, health: await stop() };
 }
