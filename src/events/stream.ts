@@ -95,6 +95,14 @@ export function lockEventStream(
   };
 }
 
+/**
+ * Lets I/O in between two deliveries. A burst of events reaches every stream
+ * at once, and graphql-ws's sends complete without a trip through the event
+ * loop, so 50 events to 100 subscriptions (5,000 deliveries) would otherwise
+ * hold it for about 300 ms, and /healthz and claims with it.
+ */
+const breathe = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 export class SubscriptionOverflowError extends Error {
   override name = "SubscriptionOverflowError";
 }
@@ -176,7 +184,10 @@ async function* streamEvents(
           const seq = BigInt(e.seq);
           if (until !== null && seq > until) return;
           last = seq;
-          if (matches(e)) yield e;
+          if (matches(e)) {
+            yield e;
+            await breathe();
+          }
         }
         if (page.length === pageSize) continue;
         if (until === null || last >= until || ++shortPages >= 3) return;
@@ -210,7 +221,10 @@ async function* streamEvents(
           if (last < seq - 1n) continue;
         }
         last = seq;
-        if (matches(e)) yield e;
+        if (matches(e)) {
+          yield e;
+          await breathe();
+        }
       }
       if (buffered.length === 0 && !refill && !overflowed && !control.closed) await new Promise<void>((resolve) => (wake = resolve));
     }

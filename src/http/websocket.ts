@@ -41,6 +41,10 @@ export interface WebSocketDeps {
 
 export function serveWebSockets(server: Server, deps: WebSocketDeps): { close(): Promise<void> } {
   const wss = new WebSocketServer({ server, path: deps.yoga.graphqlEndpoint, maxPayload: MAX_MESSAGE_BYTES });
+  // One error for every refusal: a socket may send thousands at once, and each new Error captures a stack.
+  const tooManyOnSocket = [
+    limitError(new LimitExceededError("subscriptionsPerSocket", deps.limits.subscriptionsPerSocket, "too many operations open on this socket")),
+  ];
   const disposable = useServer<{ authorization?: unknown }, SocketState>(
     {
       onConnect: async (ctx) => {
@@ -67,9 +71,7 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
         // ctx.subscriptions already holds this operation.
         if (Object.keys(ctx.subscriptions).length > deps.limits.subscriptionsPerSocket) {
           deps.onRefused("subscriptionsPerSocket");
-          return [
-            limitError(new LimitExceededError("subscriptionsPerSocket", deps.limits.subscriptionsPerSocket, "too many operations open on this socket")),
-          ];
+          return tooManyOnSocket;
         }
         const enveloped = deps.yoga.getEnveloped({ principal: ctx.extra.principal ?? null, request: undefined as never, params });
         let document;
