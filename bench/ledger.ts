@@ -1,7 +1,7 @@
 // The ledger's price: direct claims/s at 16 clients for the claim statement
 //  - as shipped (event row + per-company gapless seq, held until commit),
 //  - with the event row but an unordered seq from a plain sequence (the
-//    bigserial scheme SEMANTICS rules out: numbers become visible out of order),
+//    bigserial scheme docs/events.md rules out: numbers become visible out of order),
 //  - with no event row at all.
 // So the cost of a gap-free, in-order stream is known, not guessed.
 import { claimNextStatement } from "../src/locks/claimIssues.js";

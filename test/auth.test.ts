@@ -1,4 +1,4 @@
-// The auth matrix (SEMANTICS, Who may do what), through real GraphQL over
+// The auth matrix (docs/access.md), through real GraphQL over
 // HTTP: missing and unknown tokens, the admin token, board keys and agent
 // keys, each inside and outside its scope. Every refusal is checked to have
 // changed nothing, by a fingerprint of every table.

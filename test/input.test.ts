@@ -1,4 +1,4 @@
-// Malformed input (SEMANTICS, Who may do what): every case is a GraphQL error
+// Malformed input (docs/access.md, Errors): every case is a GraphQL error
 // with extensions.code BAD_USER_INPUT (or the server's validation error for
 // wrong types and query shape), and changes nothing — checked by a
 // fingerprint of every table. No response ever carries a stack trace, and an

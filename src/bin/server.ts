@@ -1,4 +1,4 @@
-// The API server: `npm start`. Reads the environment (SEMANTICS, Running it),
+// The API server: `npm start`. Reads the environment (README, Configuration),
 // starts the embedded PostgreSQL when DATABASE_URL is unset, applies pending
 // migrations, and serves GraphQL over HTTP, SSE and WebSocket on /graphql.
 import { randomBytes } from "node:crypto";

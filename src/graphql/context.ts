@@ -1,5 +1,4 @@
-// What every resolver receives, and the scope checks (SEMANTICS, Who may do
-// what). Resolvers stay thin: check scope, validate ids, call a verb.
+// What every resolver receives, and the scope checks (docs/access.md). Resolvers stay thin: check scope, validate ids, call a verb.
 import { GraphQLError } from "graphql";
 import type { Principal } from "../auth/principal.js";
 import type { Db } from "../db/client.js";

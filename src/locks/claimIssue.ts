@@ -12,7 +12,7 @@ import { issueNotFound } from "./types.js";
 
 /**
  * Statuses a checkout can start from: OPEN, or a lock left behind by a dead
- * run. Any status may be listed in expectedStatuses (SEMANTICS checks it after
+ * run. Any status may be listed in expectedStatuses (docs/lifecycle.md checks it after
  * IssueNotFound and alreadyHeld); an issue in any other status answers
  * UnexpectedStatus even when it is listed.
  */
@@ -69,7 +69,7 @@ interface CheckoutRow {
  * before its lock is adopted: a heartbeat racing this statement either lands
  * first (the holder is live: CheckoutConflict) or finds the run TIMED_OUT
  * (RunNotActive) — never both. A holder this statement cannot see is younger
- * than its snapshot, hence alive. The checks run in SEMANTICS' order.
+ * than its snapshot, hence alive. The checks run in the order docs/lifecycle.md gives.
  */
 function checkoutStatement(runId: string, actor: AgentActor, issueId: string, expected: IssueStatus[]) {
   return sql`

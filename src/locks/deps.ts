@@ -89,7 +89,7 @@ export const lockedIssuesCte = (actor: AgentActor, issueIds: readonly string[]) 
 
 /**
  * Where an issue goes when its hold ends without DONE/BLOCKED: back to OPEN,
- * or ESCALATED when it has no attempt left (SEMANTICS: an exhausted issue
+ * or ESCALATED when it has no attempt left (docs/lifecycle.md, Attempts: an exhausted issue
  * never returns to OPEN).
  */
 export const reopenOrEscalate = (alias: string) =>

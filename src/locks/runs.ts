@@ -26,7 +26,7 @@ export async function startRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, acto
 
 /**
  * Explains why a run could not act, after the guarded statement changed
- * nothing. With `record` (heartbeatRun only, as SEMANTICS allows) an expired
+ * nothing. With `record` (heartbeatRun only; docs/lifecycle.md, decision 10) an expired
  * RUNNING run is written down as TIMED_OUT, which only records what the clock
  * already says; its locks stay where they are until adoption or recovery.
  * Otherwise nothing is written, and such a run is reported TIMED_OUT all the same.

@@ -1,4 +1,4 @@
-// The recovery sweep (SEMANTICS, Recovery): dead runs never strand work.
+// The recovery sweep (docs/operations.md, The recovery loop): dead runs never strand work.
 // Three set-based steps, each repeated in bounded batches until nothing is
 // left, so a backlog never holds long row locks or blocks live claims (every
 // lock taken here is SKIP LOCKED: a row busy with a live claim is left for the

@@ -62,7 +62,7 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
         FROM cur c
     ),
     next AS (
-      -- SEMANTICS: an issue with no attempt left that would return to OPEN
+      -- docs/lifecycle.md: an issue with no attempt left that would return to OPEN
       -- becomes ESCALATED instead (raise maxAttempts in the same call to reopen
       -- it). From ESCALATED itself that would change nothing: the board is
       -- told so instead (EXHAUSTED below).

@@ -1,4 +1,4 @@
-// Input rules shared by the verbs (SEMANTICS, Who may do what). A violation is
+// Input rules shared by the verbs (docs/access.md, Errors). A violation is
 // an InvalidInputError (BAD_USER_INPUT) thrown before any statement runs.
 import { InvalidInputError } from "./types.js";
 
