@@ -1,30 +1,81 @@
 // The recovery loop: `npm run recovery` (its own process; run as many as you
 // like). Every BATON_RECOVERY_INTERVAL_MS it sweeps: expired runs → TIMED_OUT,
 // locks of dead runs freed, exhausted issues escalated (src/locks/sweep.ts).
-//   --once     one sweep, then exit 0
-//   --dry-run  print what a sweep would do, change nothing (implies --once)
-//   --metrics-port N   serve Prometheus metrics on http://127.0.0.1:N/metrics
-// SIGINT/SIGTERM: finish the statement in flight, then exit.
+// Options: see USAGE. SIGINT/SIGTERM: finish the statement in flight, then exit.
 import { createServer } from "node:http";
 import type { Server } from "node:http";
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../config.js";
 import { connectDb } from "../db/client.js";
 import { createInProcessBus, createRedisBus } from "../events/bus.js";
-import { sweep } from "../locks/sweep.js";
+import { previewSweep, sweep } from "../locks/sweep.js";
+import type { SweepPreview } from "../locks/sweep.js";
 import { errorFields, log } from "../log.js";
 import { Metrics } from "../metrics.js";
 import { openDatabase } from "./database.js";
 
+const USAGE = `Usage: npm run recovery -- [options]
+
+Frees the work of dead agent runs: runs whose lease expired become TIMED_OUT,
+issues held by dead runs go back to OPEN (or ESCALATED with no attempt left),
+and OPEN issues with no attempt left are escalated. Sweeps every
+BATON_RECOVERY_INTERVAL_MS (default 5000) until stopped with Ctrl-C or SIGTERM.
+
+Options:
+  --once               one sweep, then exit (0, or 1 if the sweep failed)
+  --dry-run            list what a sweep would change now, and change nothing (implies --once)
+  --metrics-port N     serve Prometheus metrics on http://HOST:N/metrics (0 picks a port)
+  -h, --help           show this and exit
+
+Reads DATABASE_URL (unset: the embedded PostgreSQL in BATON_DATA_DIR), REDIS_URL and HOST.
+`;
+
+const ago = (seconds: number | null) => (seconds === null ? "" : seconds < 120 ? `${seconds} s ago` : `${Math.round(seconds / 60)} min ago`);
+
+/** --dry-run's list, for the operator reading a terminal. */
+function printPreview(p: SweepPreview, limit: number): void {
+  const lines = ["Dry run: nothing was changed.", ""];
+  const more = (shown: number, total: number) => (total > shown ? [`  … and ${total - shown} more`] : []);
+  lines.push(`Runs to time out: ${p.timedOutRuns}`);
+  for (const r of p.runs) lines.push(`  run ${r.runId}  agent ${r.agentId}  company ${r.companyId}  lease expired ${ago(r.expiredFor)}`);
+  lines.push(...more(p.runs.length, p.timedOutRuns), "");
+  const freed = p.issues.filter((i) => i.runId !== null);
+  lines.push(`Issues held by dead runs, to free: ${p.recoveredIssues}`);
+  for (const i of freed) {
+    const holder = `run ${i.runId} (agent ${i.agentId ?? "?"}, ${i.runStatus}${i.deadFor === null ? "" : ` ${ago(i.deadFor)}`})`;
+    lines.push(`  issue ${i.issueId}  ${i.status}  held by ${holder}  → ${i.becomes}, attempts ${i.attemptCount} of ${i.maxAttempts}`);
+  }
+  lines.push(...more(freed.length, p.recoveredIssues), "");
+  const exhausted = p.issues.filter((i) => i.runId === null);
+  lines.push(`OPEN issues with no attempt left, to escalate: ${p.escalatedIssues}`);
+  for (const i of exhausted) lines.push(`  issue ${i.issueId}  company ${i.companyId}  attempts ${i.attemptCount} of ${i.maxAttempts}  → ESCALATED`);
+  lines.push(...more(exhausted.length, p.escalatedIssues));
+  if (p.runs.length === limit || freed.length === limit || exhausted.length === limit) lines.push("", `(at most ${limit} of each are listed)`);
+  process.stdout.write(lines.join("\n") + "\n");
+}
+
+function options() {
+  try {
+    return parseArgs({
+      options: {
+        once: { type: "boolean", default: false },
+        "dry-run": { type: "boolean", default: false },
+        "metrics-port": { type: "string" },
+        help: { type: "boolean", short: "h", default: false },
+      },
+      strict: true,
+    }).values;
+  } catch (err) {
+    throw new ConfigError(`${(err as Error).message} (see --help)`);
+  }
+}
+
 async function main() {
-  const { values } = parseArgs({
-    options: {
-      once: { type: "boolean", default: false },
-      "dry-run": { type: "boolean", default: false },
-      "metrics-port": { type: "string" },
-    },
-    strict: true,
-  });
+  const values = options();
+  if (values.help) {
+    process.stdout.write(USAGE);
+    process.exit(0);
+  }
   const metricsPort = values["metrics-port"] === undefined ? null : Number(values["metrics-port"]);
   if (metricsPort !== null && !(Number.isInteger(metricsPort) && metricsPort >= 0 && metricsPort <= 65535)) {
     throw new ConfigError("--metrics-port must be a port number");
@@ -68,10 +119,24 @@ async function main() {
   process.on("SIGTERM", stop);
   const totals = { sweeps: 0, timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0, failures: 0 };
   let exitCode = 0;
+  if (dryRun) {
+    const limit = 100;
+    const started = performance.now();
+    try {
+      const preview = await previewSweep(db.prisma, limit);
+      printPreview(preview, limit);
+      const { timedOutRuns, recoveredIssues, escalatedIssues } = preview;
+      log("info", "recovery dry run (nothing changed)", { timedOutRuns, recoveredIssues, escalatedIssues, ms: Math.round(performance.now() - started) });
+    } catch (err) {
+      exitCode = 1;
+      log("error", "recovery dry run failed", { ...errorFields(err), ms: Math.round(performance.now() - started) });
+    }
+    stopping = true;
+  }
   while (!stopping) {
     const started = performance.now();
     try {
-      const counts = await sweep(db.prisma, bus, { dryRun, shouldStop: () => stopping });
+      const counts = await sweep(db.prisma, bus, { shouldStop: () => stopping });
       totals.sweeps++;
       totals.timedOutRuns += counts.timedOutRuns;
       totals.recoveredIssues += counts.recoveredIssues;
@@ -80,7 +145,7 @@ async function main() {
       metrics.recovered.inc({ change: "timed_out_runs" }, counts.timedOutRuns);
       metrics.recovered.inc({ change: "recovered_issues" }, counts.recoveredIssues);
       metrics.recovered.inc({ change: "escalated_issues" }, counts.escalatedIssues);
-      log("info", dryRun ? "recovery dry run (nothing changed)" : "recovery sweep", {
+      log("info", "recovery sweep", {
         ...counts,
         ms: Math.round(performance.now() - started),
         totals,

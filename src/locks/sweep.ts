@@ -9,6 +9,9 @@ import type { EventSink } from "./deps.js";
 import { CLEAR_LOCKS } from "./deps.js";
 import type { LockEvent } from "./types.js";
 
+/** A holder that dies while CLAIMED has used an attempt: the count its issue ends with when freed. */
+const ATTEMPTS_AFTER_DEATH = "i.attempt_count + (i.status = 'CLAIMED')::int";
+
 /** Sweepers take turns per batch on this key, so their multi-company event appends never deadlock. */
 const SWEEP_LOCK_KEY = 0x6261746f; // "bato"
 
@@ -76,9 +79,8 @@ const recoverDeadLocks = (batch: number) => sql`
   ),
   changed AS (
     UPDATE issues i
-       SET attempt_count = i.attempt_count + (i.status = 'CLAIMED')::int,
-           status = (CASE WHEN i.attempt_count + (i.status = 'CLAIMED')::int >= i.max_attempts
-                          THEN 'ESCALATED' ELSE 'OPEN' END)::issue_status,
+       SET attempt_count = ${raw(ATTEMPTS_AFTER_DEATH)},
+           status = (CASE WHEN ${raw(ATTEMPTS_AFTER_DEATH)} >= i.max_attempts THEN 'ESCALATED' ELSE 'OPEN' END)::issue_status,
            ${raw(CLEAR_LOCKS)}, updated_at = now()
       FROM locked l WHERE i.id = l.id
     RETURNING i.*,
@@ -118,17 +120,83 @@ const escalateExhausted = (batch: number) => sql`
   ${appendEvents("changed")}
   SELECT (SELECT count(*)::int FROM changed) AS n, (SELECT list FROM events) AS events`;
 
-/** What a sweep would do now, changing nothing (for --dry-run). */
-const preview = sql`
+/** A run the sweep would time out. */
+export interface RunToTimeOut {
+  runId: string;
+  companyId: string;
+  agentId: string;
+  /** Seconds since its lease expired. */
+  expiredFor: number;
+}
+
+/** An issue whose locks the sweep would free (becomes OPEN) or that it would escalate (becomes ESCALATED). */
+export interface IssueToRecover {
+  issueId: string;
+  companyId: string;
+  status: string;
+  /** The dead holder: null for an OPEN issue with no attempt left. */
+  runId: string | null;
+  agentId: string | null;
+  /** RUNNING (its lease expired), TIMED_OUT, SUCCEEDED, FAILED, CANCELLED, or MISSING. */
+  runStatus: string | null;
+  /** Seconds since the holder's lease expired or it finished. */
+  deadFor: number | null;
+  attemptCount: number;
+  maxAttempts: number;
+  becomes: "OPEN" | "ESCALATED";
+}
+
+export interface SweepPreview extends SweepCounts {
+  runs: RunToTimeOut[];
+  issues: IssueToRecover[];
+}
+
+/**
+ * What a sweep would do now, changing nothing (for --dry-run): the counts, and
+ * the first `limit` runs and issues it would change, with their holders. The
+ * issues are those of steps 2 and 3, with the outcome step 2 would give them.
+ */
+const preview = (limit: number) => sql`
+  WITH runs AS (
+    SELECT r.id AS "runId", r.company_id AS "companyId", r.agent_id AS "agentId",
+           floor(extract(epoch FROM now() - r.lease_expires_at))::int AS "expiredFor"
+      FROM heartbeat_runs r WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()
+     ORDER BY r.lease_expires_at LIMIT ${limit}::int
+  ), held AS (
+    SELECT i.id AS "issueId", i.company_id AS "companyId", i.status::text AS status, i.checkout_run_id AS "runId",
+           h.agent_id AS "agentId", coalesce(h.status::text, 'MISSING') AS "runStatus",
+           floor(extract(epoch FROM now() - CASE WHEN h.status = 'RUNNING' THEN h.lease_expires_at ELSE h.finished_at END))::int AS "deadFor",
+           ${raw(ATTEMPTS_AFTER_DEATH)} AS "attemptCount", i.max_attempts AS "maxAttempts",
+           CASE WHEN ${raw(ATTEMPTS_AFTER_DEATH)} >= i.max_attempts THEN 'ESCALATED' ELSE 'OPEN' END AS becomes
+      FROM issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
+     WHERE i.checkout_run_id IS NOT NULL AND NOT baton_run_is_live(h.status, h.lease_expires_at)
+     ORDER BY i.id LIMIT ${limit}::int
+  ), exhausted AS (
+    SELECT i.id AS "issueId", i.company_id AS "companyId", i.status::text AS status, NULL::uuid AS "runId", NULL::uuid AS "agentId",
+           NULL::text AS "runStatus", NULL::int AS "deadFor", i.attempt_count AS "attemptCount", i.max_attempts AS "maxAttempts",
+           'ESCALATED' AS becomes
+      FROM issues i WHERE i.status = 'OPEN' AND i.attempt_count >= i.max_attempts
+     ORDER BY i.id LIMIT ${limit}::int
+  )
   SELECT
     (SELECT count(*)::int FROM heartbeat_runs r WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()) AS "timedOutRuns",
     (SELECT count(*)::int FROM issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
       WHERE i.checkout_run_id IS NOT NULL AND NOT baton_run_is_live(h.status, h.lease_expires_at)) AS "recoveredIssues",
-    (SELECT count(*)::int FROM issues i WHERE i.status = 'OPEN' AND i.attempt_count >= i.max_attempts) AS "escalatedIssues"`;
+    (SELECT count(*)::int FROM issues i WHERE i.status = 'OPEN' AND i.attempt_count >= i.max_attempts) AS "escalatedIssues",
+    coalesce((SELECT json_agg(runs) FROM runs), '[]') AS runs,
+    coalesce((SELECT json_agg(x) FROM (SELECT * FROM held UNION ALL SELECT * FROM exhausted) x), '[]') AS issues`;
+
+/** What a sweep would do now, changing nothing: counts, and the first `limit` runs and issues in detail. */
+export function previewSweep(db: Db, limit = 100): Promise<SweepPreview> {
+  return queryOne<SweepPreview>(db, preview(limit));
+}
 
 export async function sweep(db: Db, events: EventSink, options: SweepOptions = {}): Promise<SweepCounts> {
   const batch = options.batchSize ?? 1000;
-  if (options.dryRun) return queryOne<SweepCounts>(db, preview);
+  if (options.dryRun) {
+    const { timedOutRuns, recoveredIssues, escalatedIssues } = await previewSweep(db, 0);
+    return { timedOutRuns, recoveredIssues, escalatedIssues };
+  }
   const stop = options.shouldStop ?? (() => false);
   const counts: SweepCounts = { timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0 };
   for (;;) {

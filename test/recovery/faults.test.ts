@@ -142,6 +142,11 @@ describe("recovery, with real processes", () => {
     const dry = recovery(["--dry-run"]);
     expect(await dry.exited).toBe(0);
     expect(parsed(dry).find((e) => e.msg === "recovery dry run (nothing changed)")).toMatchObject({ recoveredIssues: 1 });
+    // The operator sees which run and which issue, not only counts.
+    const issueId = (await h.one<{ id: string }>("SELECT id FROM issues WHERE checkout_run_id = $1", [run.id])).id;
+    expect(dry.lines).toContain("Dry run: nothing was changed.");
+    expect(dry.lines.find((l) => l.includes(`run ${run.id}`) && l.includes(`agent ${agent.id}`) && l.includes("lease expired"))).toBeDefined();
+    expect(dry.lines.find((l) => l.includes(`issue ${issueId}`) && l.includes("CLAIMED") && l.includes("→ OPEN, attempts 1 of 3"))).toBeDefined();
     expect(await h.sql("SELECT 1 FROM issues WHERE checkout_run_id = $1", [run.id])).toHaveLength(1);
 
     const dataDir = mkdtempSync(path.join(tmpdir(), "baton-embedded-"));
@@ -150,6 +155,16 @@ describe("recovery, with real processes", () => {
     expect(await embedded.exited).toBe(0);
     expect(parsed(embedded).some((e) => e.msg === "recovery sweep")).toBe(true);
     rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("--help prints its usage and exits 0; an unknown option is one line, exit 1, no stack", async () => {
+    const help = recovery(["--help"]);
+    expect(await help.exited).toBe(0);
+    expect(help.lines[0]).toBe("Usage: npm run recovery -- [options]");
+    expect(help.lines.some((l) => l.includes("--dry-run"))).toBe(true);
+    const bad = recovery(["--bogus"]);
+    expect(await bad.exited).toBe(1);
+    expect(bad.lines).toEqual([expect.stringMatching(/^baton-recovery: Unknown option '--bogus'.*\(see --help\)$/)]);
   });
 
   it("serves its own Prometheus metrics when given --metrics-port", async () => {

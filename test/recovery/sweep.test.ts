@@ -1,7 +1,7 @@
 // The recovery sweep: rows on both sides of every cut-off, concurrent
 // sweepers, and the heartbeat/sweep race.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { sweep } from "../../src/locks/sweep.js";
+import { previewSweep, sweep } from "../../src/locks/sweep.js";
 import type { LockEvent } from "../../src/locks/types.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
@@ -189,5 +189,25 @@ describe("recovery sweep", () => {
     expect(after.n).toBe(before.n);
     const runRow = await h.one<{ status: string }>("SELECT status FROM heartbeat_runs WHERE id = $1", [run.id]);
     expect(runRow.status).toBe("RUNNING");
+  });
+
+  it("previewSweep names each run and issue it would change, with the holder and the outcome the sweep would give", async () => {
+    const co = await createCompany(h, 1);
+    const { run, ids } = await heldIssues(co, 0, 2, 0);
+    await h.sql("UPDATE issues SET max_attempts = 1 WHERE id = $1", [ids[0]]); // its holder died CLAIMED: that was its last attempt
+    const spare = (await co.board.ok(Ops.CreateIssueDocument, { input: { title: "no attempt left" } })).createIssue.id;
+    await h.sql("UPDATE issues SET attempt_count = 3 WHERE id = $1", [spare]);
+    await expire(run.id, "-90 seconds");
+    const preview = await previewSweep(h.db.prisma, 10_000);
+    expect(preview.runs.find((r) => r.runId === run.id)).toMatchObject({ agentId: co.agents[0]!.id, companyId: co.id });
+    expect(preview.runs.find((r) => r.runId === run.id)!.expiredFor).toBeGreaterThanOrEqual(89);
+    const mine = preview.issues.filter((i) => i.companyId === co.id);
+    expect(mine.find((i) => i.issueId === ids[0])).toMatchObject({ runId: run.id, runStatus: "RUNNING", status: "CLAIMED", attemptCount: 1, maxAttempts: 1, becomes: "ESCALATED" });
+    expect(mine.find((i) => i.issueId === ids[1])).toMatchObject({ runId: run.id, attemptCount: 1, maxAttempts: 3, becomes: "OPEN" });
+    expect(mine.find((i) => i.issueId === spare)).toMatchObject({ runId: null, status: "OPEN", becomes: "ESCALATED" });
+    // And the sweep does what the preview said.
+    await sweep(h.db.prisma, sink);
+    const after = await h.sql<{ id: string; status: string }>("SELECT id, status FROM issues WHERE id = ANY($1)", [[...ids, spare]]);
+    expect(Object.fromEntries(after.map((r) => [r.id, r.status]))).toEqual({ [ids[0]!]: "ESCALATED", [ids[1]!]: "OPEN", [spare]: "ESCALATED" });
   });
 });
