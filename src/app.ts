@@ -71,6 +71,19 @@ function refuse(res: ServerResponse, status: number, message: string, extensions
   return new Promise<void>((resolve) => res.end(JSON.stringify({ errors: [{ message, extensions }] }), () => resolve()));
 }
 
+/** What GraphiQL shows first: how to sign in. */
+const GRAPHIQL_WELCOME = `# Baton's GraphiQL
+#
+# Sign in: open "Headers" below and paste
+#   { "authorization": "Bearer <a board key, an agent key or the admin token>" }
+# Queries, mutations and subscriptions (over WebSocket) then run as that key.
+# The admin token is printed when npm start generates one.
+
+query WhoAmI {
+  me { role companyId agentId }
+}
+`;
+
 const wantsEventStream = (req: IncomingMessage) => (req.headers.accept ?? "").includes("text/event-stream");
 
 export function buildApp(deps: AppDeps): App {
@@ -93,10 +106,14 @@ export function buildApp(deps: AppDeps): App {
     locks: withGroupCommit({ db: deps.db, events: deps.bus, leaseSeconds: deps.leaseSeconds }),
   };
   const onRefused = (limit: string) => metrics.limitRefusals.inc({ limit });
+  let graphiqlPage: Promise<string> | null = null;
   const yoga = createYoga<TransportContext>({
     schema,
     graphqlEndpoint: "/graphql",
-    graphiql: { subscriptionsProtocol: "WS", title: "Baton" },
+    graphiql: { subscriptionsProtocol: "WS", title: "Baton", defaultQuery: GRAPHIQL_WELCOME },
+    // GraphiQL's page with its assets inlined from the installed package (no CDN: it works offline),
+    // loaded on the first visit and kept.
+    renderGraphiQL: (options) => (graphiqlPage ??= import("@graphql-yoga/render-graphiql").then((m) => m.renderGraphiQL(options))),
     landingPage: false,
     maskedErrors: { maskError: maskError(deps.log, metrics) },
     logging: false,

@@ -2,6 +2,21 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 
 /**
+ * GraphiQL's page: its script, styles and editor workers are inlined (blob:
+ * workers), and it talks only to this server, over HTTP and WebSocket.
+ */
+const PAGE_POLICY = [
+  "default-src 'self'",
+  "script-src 'self' 'unsafe-inline' 'unsafe-eval' blob:",
+  "worker-src 'self' blob:",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data: blob:",
+  "font-src 'self' data:",
+  "connect-src 'self'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+/**
  * The usual hardening for an API: no MIME sniffing, no framing, no referrer,
  * no caching (answers can carry keys, e.g. createAgent's). Pages (GraphiQL)
  * get a CSP that allows their scripts; everything else none at all.
@@ -12,7 +27,7 @@ export function setSecurityHeaders(req: IncomingMessage, res: ServerResponse): v
   res.setHeader("Referrer-Policy", "no-referrer");
   res.setHeader("Cache-Control", "no-store");
   const page = req.method === "GET" && (req.headers.accept ?? "").includes("text/html");
-  res.setHeader("Content-Security-Policy", page ? "frame-ancestors 'none'" : "default-src 'none'; frame-ancestors 'none'");
+  res.setHeader("Content-Security-Policy", page ? PAGE_POLICY : "default-src 'none'; frame-ancestors 'none'");
 }
 
 /**

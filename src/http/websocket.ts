@@ -1,9 +1,11 @@
-// graphql-ws on the API's HTTP server. A socket authenticates once, at
+// graphql-ws on the API's HTTP server. A socket authenticates at
 // connection_init (connectionParams.authorization, or the upgrade request's
 // Authorization header), and takes a place among its key's connections (or its
-// address's, without a valid key) for as long as it is open. A missing or
-// unknown token fails each operation with UNAUTHENTICATED, as over HTTP; the
-// socket stays open, within anonymousConnectionsPerAddress.
+// address's, without a valid key) for as long as it is open. An operation may
+// carry its own Authorization in extensions.headers (GraphiQL does); it then
+// runs as that key. A missing or unknown token fails each operation with
+// UNAUTHENTICATED, as over HTTP; the socket stays open, within
+// anonymousConnectionsPerAddress.
 import type { Server } from "node:http";
 import { GraphQLError } from "graphql";
 import type { ExecutionArgs } from "graphql";
@@ -27,8 +29,21 @@ const POLICY_VIOLATION = 1008;
 
 type SocketState = {
   principal?: Principal | null;
+  address?: string;
   release?: () => void;
 };
+
+/**
+ * The Authorization an operation carries itself: GraphiQL sends the headers
+ * of its Headers tab in each operation's `extensions.headers`, over
+ * WebSocket as over HTTP.
+ */
+function operationAuthorization(extensions: unknown): unknown {
+  const headers = (extensions as { headers?: unknown } | null | undefined)?.headers;
+  if (!headers || typeof headers !== "object") return undefined;
+  for (const [name, value] of Object.entries(headers)) if (name.toLowerCase() === "authorization") return value;
+  return undefined;
+}
 
 export interface WebSocketDeps {
   yoga: YogaServerInstance<TransportContext, object>;
@@ -54,6 +69,7 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
           const principal = await deps.resolver.resolve(ctx.connectionParams?.authorization ?? request.headers.authorization, address);
           ctx.extra.release = deps.admission.openConnection(principalKey(principal, address));
           ctx.extra.principal = principal;
+          ctx.extra.address = address;
           return true;
         } catch (err) {
           if (err instanceof LimitExceededError) {
@@ -73,7 +89,18 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
           deps.onRefused("subscriptionsPerSocket");
           return tooManyOnSocket;
         }
-        const enveloped = deps.yoga.getEnveloped({ principal: ctx.extra.principal ?? null, request: undefined as never, params });
+        let principal = ctx.extra.principal ?? null;
+        const own = operationAuthorization(params.extensions);
+        if (own !== undefined) {
+          try {
+            principal = await deps.resolver.resolve(own, ctx.extra.address ?? "unknown");
+          } catch (err) {
+            if (!(err instanceof LimitExceededError)) throw err;
+            deps.onRefused(err.limit);
+            return [limitError(err)];
+          }
+        }
+        const enveloped = deps.yoga.getEnveloped({ principal, request: undefined as never, params });
         let document;
         try {
           document = enveloped.parse(params.query);
