@@ -62,7 +62,8 @@ function limitOf(answer: Answer): unknown {
 }
 
 beforeAll(async () => {
-  server = await startServerProcess({ BATON_CORS_ORIGINS: ALLOWED_ORIGIN });
+  // A long lease: the agent's run must outlive every test of this file, however slow the machine is today.
+  server = await startServerProcess({ BATON_CORS_ORIGINS: ALLOWED_ORIGIN, BATON_RUN_LEASE_SECONDS: "3600" });
   const made = await gql(`mutation { createCompany(name: "Limits") { company { id } boardKey } }`, server.adminToken);
   const created = made.body.data as { createCompany: { company: { id: string }; boardKey: string } };
   companyId = created.createCompany.company.id;
@@ -149,21 +150,26 @@ describe("documents from a caller without a key", () => {
 });
 
 describe("documents with a valid key", () => {
-  it("20 documents of 2 MB (800,000 tokens) and one of 9.8 MB are refused at 5,000 tokens (maxTokens), none is kept, and memory returns to within 30 MB of where it was", async () => {
+  it("20 documents of 2 MB (800,000 tokens) and one of 9.8 MB are refused at 5,000 tokens (maxTokens), and none is kept: a second round adds under 30 MB", async () => {
+    const round = (tag: string) =>
+      whileWatching(server.origin, HEALTH_DEADLINE_MS, async () => [
+        ...(await flood(20, 2, (i) => post(spreadBomb(400_000, `${tag} ${i} ${Math.random()}`), agentKey))),
+        await post(spreadBomb(2_000_000, `${tag} 9.8 MB, just under maxBodyBytes`), agentKey), // held the event loop for 10 s before
+      ]);
     const before = server.rssMb();
-    const {
-      result: answers,
-      health: { failures },
-    } = await whileWatching(server.origin, HEALTH_DEADLINE_MS, async () => [
-      ...(await flood(20, 2, (i) => post(spreadBomb(400_000, `agent ${i} ${Math.random()}`), agentKey))),
-      await post(spreadBomb(2_000_000, "9.8 MB, just under maxBodyBytes"), agentKey), // held the event loop for 10 s before
-    ]);
-    for (const answer of answers) {
-      expect(answer.body.errors![0]!.extensions).toMatchObject({ code: "LIMIT_EXCEEDED", limit: "maxTokens", max: 5_000 });
+    const first = await round("first");
+    const afterFirst = server.rssMb();
+    const second = await round("second");
+    for (const { result: answers, health } of [first, second]) {
+      for (const answer of answers) {
+        expect(answer.body.errors![0]!.extensions).toMatchObject({ code: "LIMIT_EXCEEDED", limit: "maxTokens", max: 5_000 });
+      }
+      expect(health.failures).toEqual([]);
     }
-    expect(failures).toEqual([]);
-    // Each request's 2 MB body and 5,000 tokens of AST are garbage once answered; V8 gives the heap back when idle.
-    await eventually(() => (server.rssMb() - before < 30 ? true : undefined), "memory to return near where it was", 40_000);
+    // Each request's body (up to 10 MB) and 5,000 tokens of AST are garbage once answered: the heap
+    // grows to hold a round's garbage, and the next round reuses it rather than adding to it.
+    expect(afterFirst - before).toBeLessThan(150);
+    expect(server.rssMb() - afterFirst).toBeLessThan(30);
   });
 
   it("a fragment chain that multiplies at every level is validated and sized in one pass, not expanded", async () => {
