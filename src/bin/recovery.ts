@@ -13,6 +13,7 @@ import type { SweepPreview } from "../locks/sweep.js";
 import { errorFields, log } from "../log.js";
 import { Metrics } from "../metrics.js";
 import { openDatabase } from "./database.js";
+import { signalSeries } from "./shutdown.js";
 
 const USAGE = `Usage: npm run recovery -- [options]
 
@@ -109,8 +110,11 @@ async function main() {
   const db = connectDb(database.url, 2, "baton-recovery");
   let stopping = false;
   let wake: (() => void) | null = null;
+  const series = signalSeries();
   const stop = (signal: NodeJS.Signals) => {
-    if (stopping) process.exit(1);
+    const which = series(signal);
+    if (which === "repeat") return;
+    if (which === "force") process.exit(1);
     stopping = true;
     log("info", "recovery stopping after the current statement", { signal });
     wake?.();
