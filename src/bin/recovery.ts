@@ -13,7 +13,7 @@ import type { SweepPreview } from "../locks/sweep.js";
 import { errorFields, log } from "../log.js";
 import { Metrics } from "../metrics.js";
 import { openDatabase } from "./database.js";
-import { signalSeries } from "./shutdown.js";
+import { signalSeries, startupFailure } from "./shutdown.js";
 
 const USAGE = `Usage: npm run recovery -- [options]
 
@@ -179,7 +179,6 @@ async function main() {
 }
 
 main().catch((err: unknown) => {
-  if (err instanceof ConfigError) process.stderr.write(`baton-recovery: ${err.message}\n`);
-  else log("error", "recovery failed to start", errorFields(err));
+  process.stderr.write(`${startupFailure("baton-recovery", err)}\n`);
   process.exit(1);
 });

@@ -3,12 +3,12 @@
 // migrations, and serves GraphQL over HTTP, SSE and WebSocket on /graphql.
 import { randomBytes } from "node:crypto";
 import { buildApp } from "../app.js";
-import { ConfigError, loadConfig } from "../config.js";
+import { loadConfig } from "../config.js";
 import { connectDb } from "../db/client.js";
 import { createInProcessBus, createRedisBus } from "../events/bus.js";
-import { errorFields, log } from "../log.js";
+import { log } from "../log.js";
 import { openDatabase } from "./database.js";
-import { onShutdown } from "./shutdown.js";
+import { onShutdown, startupFailure } from "./shutdown.js";
 
 async function main() {
   const config = loadConfig();
@@ -45,10 +45,6 @@ async function main() {
 }
 
 main().catch((err: unknown) => {
-  if (err instanceof ConfigError) {
-    process.stderr.write(`baton: ${err.message}\n`);
-  } else {
-    log("error", "failed to start", errorFields(err));
-  }
+  process.stderr.write(`${startupFailure("baton", err)}\n`);
   process.exit(1);
 });

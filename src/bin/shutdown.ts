@@ -4,6 +4,8 @@
 // whole foreground process group, and `npm start` forwards the one it got to
 // its child as well. A repeat of the same signal within SAME_SIGNAL_MS is that
 // same interrupt and is not a request to force.
+import { ConfigError } from "../config.js";
+import { EmbeddedPostgresError } from "../db/embedded.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 
@@ -41,4 +43,15 @@ export function onShutdown(log: Logger, stop: () => Promise<void>): void {
   };
   process.on("SIGINT", handler);
   process.on("SIGTERM", handler);
+}
+
+/**
+ * The one line a user sees when a process cannot start: what happened and,
+ * for the failures we know (configuration, the embedded PostgreSQL), what to
+ * do. Never a stack.
+ */
+export function startupFailure(program: string, err: unknown): string {
+  if (err instanceof ConfigError || err instanceof EmbeddedPostgresError) return `${program}: ${err.message}`;
+  const message = err instanceof Error ? err.message : String(err);
+  return `${program}: could not start: ${message.split("\n")[0]}`;
 }
