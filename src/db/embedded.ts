@@ -219,7 +219,9 @@ function startServer(bin: string, databaseDir: string, port: number, runAs: RunA
     const child = spawn(
       path.join(bin, "postgres"),
       ["-D", databaseDir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="],
-      { ...(runAs ?? {}), stdio: ["ignore", "ignore", "pipe"] },
+      // A process group of its own: a terminal's Ctrl-C reaches Baton, which drains and then stops
+      // PostgreSQL itself, instead of PostgreSQL shutting down under the drain.
+      { ...(runAs ?? {}), stdio: ["ignore", "ignore", "pipe"], detached: true },
     );
     let output = "";
     let ready = false;
