@@ -79,7 +79,7 @@ const GRAPHIQL_WELCOME = `# Baton's GraphiQL
 # Queries, mutations and subscriptions (over WebSocket) then run as that key.
 # The admin token is printed when npm start generates one.
 
-query WhoAmI {
+{
   me { role companyId agentId }
 }
 `;

@@ -150,7 +150,7 @@ describe("documents from a caller without a key", () => {
 });
 
 describe("documents with a valid key", () => {
-  it("20 documents of 2 MB (800,000 tokens) and one of 9.8 MB are refused at 5,000 tokens (maxTokens), and none is kept: a second round adds under 30 MB", async () => {
+  it("20 documents of 2 MB (800,000 tokens) and one of 9.8 MB are refused at 5,000 tokens (maxTokens), and none is kept: a second round adds under 80 MB", async () => {
     const round = (tag: string) =>
       whileWatching(server.origin, HEALTH_DEADLINE_MS, async () => [
         ...(await flood(20, 2, (i) => post(spreadBomb(400_000, `${tag} ${i} ${Math.random()}`), agentKey))),
@@ -168,8 +168,9 @@ describe("documents with a valid key", () => {
     }
     // Each request's body (up to 10 MB) and 5,000 tokens of AST are garbage once answered: the heap
     // grows to hold a round's garbage, and the next round reuses it rather than adding to it.
+    // (Kept in a cache, as before issue 8, each of these documents held about 220 MB.)
     expect(afterFirst - before).toBeLessThan(150);
-    expect(server.rssMb() - afterFirst).toBeLessThan(30);
+    expect(server.rssMb() - afterFirst).toBeLessThan(80);
   });
 
   it("a fragment chain that multiplies at every level is validated and sized in one pass, not expanded", async () => {
