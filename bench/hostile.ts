@@ -17,7 +17,8 @@ const PORT = 4790;
 const GOAL_MS = 200;
 
 interface Answer {
-  status: number;
+  /** The HTTP status, "ws" for a WebSocket message, or 0 when the connection failed. */
+  status: number | "ws";
   code: string;
 }
 
@@ -86,7 +87,7 @@ async function subscriptionFlood(url: string, token: string, companyId: string):
   socket.on("message", (data) => {
     const m = JSON.parse(String(data)) as { type: string; payload?: { extensions?: { code?: string; limit?: string } }[] };
     if (m.type === "connection_ack") acked();
-    if (m.type === "error") answers.push({ status: 0, code: `${m.payload?.[0]?.extensions?.code} ${m.payload?.[0]?.extensions?.limit}` });
+    if (m.type === "error") answers.push({ status: "ws", code: `${m.payload?.[0]?.extensions?.code} ${m.payload?.[0]?.extensions?.limit}` });
     if (m.type === "next") nexts++;
   });
   await new Promise((resolve) => socket.once("open", resolve));
@@ -106,7 +107,7 @@ async function fanOut(url: string, agentKey: string, runId: string, flood: { nex
   await gql(url, agentKey, `mutation($r: ID!) { claimIssues(runId: $r, limit: 50, includeUnassigned: true) { __typename } }`, { r: runId });
   const deadline = Date.now() + 20_000;
   while (flood.nexts() - before < 50 * 100 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  return [{ status: 0, code: `${flood.nexts() - before} deliveries` }];
+  return [{ status: "ws", code: `${flood.nexts() - before} deliveries` }];
 }
 
 export async function run(options: BenchOptions): Promise<ScenarioResult> {
