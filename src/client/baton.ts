@@ -1,0 +1,164 @@
+// The baton/client SDK: Baton's GraphQL API from JavaScript or TypeScript,
+// without hand-written GraphQL plumbing. This is its core: typed requests and
+// the live ledger as an async iterator that resumes after its last seq.
+import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
+import { print } from "graphql";
+import type { DocumentNode } from "graphql";
+import { createClient } from "graphql-ws";
+import type { Client as WsClient } from "graphql-ws";
+import WebSocket from "ws";
+import { LockChangesDocument } from "./generated/graphql.js";
+import type { LockChangesSubscription, LockChangesSubscriptionVariables } from "./generated/graphql.js";
+
+export const DEFAULT_URL = "http://127.0.0.1:4000/graphql";
+
+export interface BatonOptions {
+  /** The GraphQL URL over HTTP (the WebSocket URL is derived from it). Default: BATON_URL, or http://127.0.0.1:4000/graphql. */
+  url?: string;
+  /** A bearer token: the admin token, a board key or an agent key. Default: BATON_TOKEN. */
+  token?: string;
+}
+
+/** One committed lock change, as lockChanges() yields it. */
+export type LockChange = LockChangesSubscription["lockChanged"];
+
+export type LockChangesFilter = Omit<LockChangesSubscriptionVariables, "afterSeq"> & {
+  /** Replay committed events after this seq first ("0": the whole ledger); default: from now on. */
+  afterSeq?: string | null;
+};
+
+/**
+ * A request the server refused, or could not be made. `code` is the GraphQL
+ * error's extensions.code (UNAUTHENTICATED, FORBIDDEN, BAD_USER_INPUT,
+ * LIMIT_EXCEEDED, …), or UNREACHABLE when the server did not answer.
+ */
+export class BatonError extends Error {
+  override name = "BatonError";
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly errors: readonly { message: string; extensions?: Record<string, unknown> }[] = [],
+  ) {
+    super(message);
+  }
+}
+
+/** Delays between reconnection attempts of lockChanges(), in ms (the last repeats). */
+const RECONNECT_DELAYS = [100, 250, 500, 1000, 2000, 5000];
+
+export class Baton {
+  readonly url: string;
+  private readonly token: string | undefined;
+
+  constructor(options: BatonOptions = {}) {
+    this.url = options.url ?? process.env.BATON_URL ?? DEFAULT_URL;
+    this.token = options.token ?? process.env.BATON_TOKEN;
+  }
+
+  /** Runs any operation of the schema; typed end to end from a codegen'd document. Throws BatonError on GraphQL errors. */
+  async request<R, V extends Record<string, unknown> = Record<string, never>>(
+    document: TypedDocumentNode<R, V> | DocumentNode | string,
+    variables?: V,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<R> {
+    const query = typeof document === "string" ? document : print(document);
+    let response: Response;
+    try {
+      response = await fetch(this.url, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json", ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) },
+        body: JSON.stringify({ query, variables: variables ?? {} }),
+        signal: options.signal ?? null,
+      });
+    } catch (err) {
+      if (options.signal?.aborted) throw err;
+      throw new BatonError(`cannot reach ${this.url}: ${(err as Error & { cause?: Error }).cause?.message ?? (err as Error).message}`, "UNREACHABLE");
+    }
+    let body: { data?: R | null; errors?: { message: string; extensions?: Record<string, unknown> }[] };
+    try {
+      body = (await response.json()) as typeof body;
+    } catch {
+      throw new BatonError(`${this.url} answered ${response.status} without a GraphQL response`, "UNREACHABLE");
+    }
+    if (body.errors?.length) {
+      const first = body.errors[0]!;
+      throw new BatonError(first.message, String(first.extensions?.code ?? "GRAPHQL_ERROR"), body.errors);
+    }
+    return body.data as R;
+  }
+
+  /**
+   * Every committed lock change of a company that matches the filter, in seq
+   * order, each once: after a lost connection it subscribes again after the
+   * last seq it yielded (the server replays what was missed) and drops
+   * anything at or below it. Ends only when the loop breaks out of it (or
+   * return() is called); a refusal (a bad token, a foreign company) is thrown.
+   * Started without afterSeq, it resumes exactly from its first event on;
+   * a connection lost before that one starts again from then: pass a saved
+   * seq, or "0", to miss nothing.
+   */
+  lockChanges(filter: LockChangesFilter): AsyncIterableIterator<LockChange> {
+    let last: bigint | null = filter.afterSeq != null ? BigInt(filter.afterSeq) : null;
+    let client: WsClient | null = null;
+    let stopped = false;
+    let current: AsyncIterableIterator<{ data?: LockChangesSubscription | null; errors?: readonly { message: string; extensions?: Record<string, unknown> }[] }> | null = null;
+    const connect = () =>
+      createClient({
+        url: this.url.replace(/^http/, "ws"),
+        webSocketImpl: WebSocket,
+        connectionParams: this.token ? { authorization: `Bearer ${this.token}` } : {},
+        retryAttempts: 0, // reconnection is this iterator's: each time with a new afterSeq
+        lazy: true,
+      });
+    const close = async () => {
+      stopped = true;
+      await current?.return?.();
+      await client?.dispose();
+    };
+    async function* events(): AsyncGenerator<LockChange> {
+      for (let attempt = 0; !stopped; attempt++) {
+        client = connect();
+        const variables: LockChangesSubscriptionVariables = { ...filter, afterSeq: last === null ? null : String(last) };
+        current = client.iterate({ query: print(LockChangesDocument), variables });
+        try {
+          for await (const result of current) {
+            if (result.errors?.length) {
+              const first = result.errors[0]!;
+              const code = String(first.extensions?.code ?? "GRAPHQL_ERROR");
+              if (code === "SUBSCRIPTION_OVERFLOW" || code === "INTERNAL_SERVER_ERROR") break; // resubscribe after `last`
+              throw new BatonError(first.message, code, result.errors);
+            }
+            attempt = 0;
+            const event = result.data!.lockChanged;
+            const seq = BigInt(event.seq);
+            if (last !== null && seq <= last) continue;
+            last = seq;
+            yield event;
+          }
+        } catch (err) {
+          if (err instanceof BatonError) throw err;
+          // The connection was lost: subscribe again below, after `last`.
+        } finally {
+          await client.dispose();
+        }
+        if (stopped) return;
+        await new Promise((resolve) => setTimeout(resolve, RECONNECT_DELAYS[Math.min(attempt, RECONNECT_DELAYS.length - 1)]));
+      }
+    }
+    const inner = events();
+    return {
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+      next: () => inner.next(),
+      async return() {
+        await close();
+        return inner.return(undefined);
+      },
+      async throw(err?: unknown) {
+        await close();
+        return inner.throw(err);
+      },
+    };
+  }
+}

@@ -1,0 +1,4 @@
+// `import { Baton } from "baton/client"`: the SDK's public surface.
+export { Baton, BatonError, DEFAULT_URL } from "./baton.js";
+export type { BatonOptions, LockChange, LockChangesFilter } from "./baton.js";
+export * as Documents from "./generated/graphql.js";
