@@ -9,6 +9,8 @@ import type { Client as WsClient } from "graphql-ws";
 import WebSocket from "ws";
 import { LockChangesDocument } from "./generated/graphql.js";
 import type { LockChangesSubscription, LockChangesSubscriptionVariables } from "./generated/graphql.js";
+import { work } from "./work.js";
+import type { Handler, WorkOptions, Worker } from "./work.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:4000/graphql";
 
@@ -85,6 +87,15 @@ export class Baton {
       throw new BatonError(first.message, String(first.extensions?.code ?? "GRAPHQL_ERROR"), body.errors);
     }
     return body.data as R;
+  }
+
+  /**
+   * A worker for the agent whose key this is: claims issues and runs `handler`
+   * for each, keeping the run's lease, with the outcome the handler gives
+   * (src/client/work.ts, docs/client.md). Needs an agent key.
+   */
+  work(handler: Handler, options?: WorkOptions): Worker {
+    return work(this, handler, options);
   }
 
   /**

@@ -1,0 +1,242 @@
+// baton.work(handler, options): an agent's whole life cycle, in process.
+//
+//   start a run → keep its lease (a heartbeat every lease/3) → claim, acquire
+//   the execution lock → run the handler → release with the outcome the
+//   handler gave (return → DONE, Requeue → REQUEUE, Blocked → BLOCKED, any
+//   other throw → FAILED) → … → finish the run.
+//
+// The hold can be lost while a handler runs: the run's heartbeat answers
+// RunNotActive (the lease lapsed and the run was timed out, or it was finished
+// elsewhere), or the ledger shows the issue's checkout moved away from this
+// run (force-released, recovered, adopted). The job's AbortSignal is then
+// aborted with the reason, and the worker does not release that issue: it is
+// no longer this run's to release. The handler should stop, and must not
+// write anything it fences with `job.lockEpoch` after that.
+import type { Baton, LockChange } from "./baton.js";
+import { BatonError } from "./baton.js";
+import { WorkAcquireDocument, WorkClaimDocument, WorkClaimManyDocument, WorkFinishRunDocument, WorkHeartbeatDocument, WorkReleaseDocument, WorkStartRunDocument, MeDocument } from "./generated/graphql.js";
+import type { WorkIssueFragment, WorkRunFragment } from "./generated/graphql.js";
+
+/** Throw it from a handler to put the issue back in the queue (the attempt is counted). */
+export class Requeue extends Error {
+  override name = "Requeue";
+}
+
+/** Throw it from a handler to mark the issue BLOCKED, with the message as the reason. */
+export class Blocked extends Error {
+  override name = "Blocked";
+}
+
+export type WorkIssue = WorkIssueFragment;
+
+export interface Job {
+  readonly runId: string;
+  /** The fencing token: pass it to anything the handler writes, which refuses writes with an older one. */
+  readonly lockEpoch: number;
+  /** Which attempt of the issue this is (1 for the first). */
+  readonly attempt: number;
+  /** Aborted, with a reason, the moment the hold is lost (or the worker stops after its drain timeout). */
+  readonly signal: AbortSignal;
+}
+
+export type Handler = (issue: WorkIssue, job: Job) => unknown;
+
+export interface WorkOptions {
+  /** Issues handled at once (default 1). Above 1, claims are batched (claimIssues). */
+  concurrency?: number;
+  /** Also claim issues assigned to no agent (default false). */
+  includeUnassigned?: boolean;
+  /** Stop when no issue is available and none is running (default false: wait for new work). */
+  once?: boolean;
+  /** The longest wait for new work while idle; live events wake the worker sooner (default 5000 ms). */
+  idleWaitMs?: number;
+  /** stop(): how long running handlers may go on before their signals are aborted (default 30000 ms). */
+  drainTimeoutMs?: number;
+  /** What the worker does, as it happens (default: nothing). */
+  onLog?: (message: string, fields?: Record<string, unknown>) => void;
+}
+
+export interface Worker {
+  /** Settles when the worker has stopped: after stop(), or with `once` when the queue is empty. Rejects if it could not work at all. */
+  readonly done: Promise<void>;
+  /** Stops claiming, lets running handlers finish (drainTimeoutMs), finishes the run. */
+  stop(): Promise<void>;
+}
+
+interface Running {
+  controller: AbortController;
+  finished: Promise<void>;
+  /** The handler is done and its release is on its way: the checkout leaving this run is that release. */
+  releasing: boolean;
+}
+
+const outcomeOf = (err: unknown): { outcome: "REQUEUE" | "BLOCKED" | "FAILED"; reason: string } => {
+  const message = err instanceof Error ? err.message : String(err);
+  if (err instanceof Requeue) return { outcome: "REQUEUE", reason: message || "requeued by the worker" };
+  if (err instanceof Blocked) return { outcome: "BLOCKED", reason: message || "blocked" };
+  return { outcome: "FAILED", reason: (message || "failed").slice(0, 1000) };
+};
+
+export function work(baton: Baton, handler: Handler, options: WorkOptions = {}): Worker {
+  const concurrency = Math.max(1, Math.trunc(options.concurrency ?? 1));
+  const log = options.onLog ?? (() => {});
+  const running = new Map<string, Running>();
+  let run: WorkRunFragment | null = null;
+  let stopping = false;
+  let wake: () => void = () => {};
+  let heartbeat: ReturnType<typeof setInterval> | null = null;
+  let events: AsyncIterableIterator<LockChange> | null = null;
+
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+
+  /** The hold on one issue is gone: tell its handler, and never release it. */
+  const lose = (issueId: string, reason: string) => {
+    const job = running.get(issueId);
+    if (job && !job.releasing && !job.controller.signal.aborted) {
+      log("hold lost", { issueId, reason });
+      job.controller.abort(new Error(reason));
+    }
+  };
+
+  /** The run is gone (RunNotActive): every hold with it. A new run is started by the claim loop. */
+  const loseRun = (reason: string) => {
+    for (const issueId of running.keys()) lose(issueId, reason);
+    run = null;
+    wake();
+  };
+
+  async function startRun(): Promise<WorkRunFragment> {
+    const { startRun: started } = await baton.request(WorkStartRunDocument, {});
+    const leaseMs = Math.max(1000, Date.parse(started.leaseExpiresAt) - Date.parse(started.lastHeartbeatAt));
+    if (heartbeat) clearInterval(heartbeat);
+    heartbeat = setInterval(() => {
+      const current = run;
+      if (!current) return;
+      baton.request(WorkHeartbeatDocument, { runId: current.id }).then(
+        ({ heartbeatRun }) => {
+          if (heartbeatRun.__typename !== "RunUpdated" && run?.id === current.id) loseRun(`run ${current.id} is no longer active: ${heartbeatRun.message}`);
+        },
+        (err: unknown) => log("heartbeat failed", { runId: current.id, error: (err as Error).message }),
+      );
+    }, Math.floor(leaseMs / 3));
+    heartbeat.unref?.();
+    log("run started", { runId: started.id, leaseMs });
+    return started;
+  }
+
+  /** Watches the ledger: a checkout that moved away from this run loses its hold; any change may mean new work. */
+  async function watch(companyId: string): Promise<void> {
+    events = baton.lockChanges({ companyId });
+    try {
+      for await (const event of events) {
+        if (running.has(event.issueId) && event.checkoutRunId !== run?.id) lose(event.issueId, `${event.kind}${event.reason ? `: ${event.reason}` : ""}`);
+        if (event.status === "OPEN") wake();
+      }
+    } catch (err) {
+      if (!stopping) log("live events stopped; waiting by polling", { error: (err as Error).message });
+    }
+  }
+
+  function launch(issue: WorkIssue, runId: string): void {
+    const controller = new AbortController();
+    const entry: Running = { controller, finished: Promise.resolve(), releasing: false };
+    running.set(issue.id, entry);
+    const job: Job = { runId, lockEpoch: issue.lockEpoch, attempt: issue.attemptCount, signal: controller.signal };
+    const finished = (async () => {
+      let release: { outcome: "DONE" | "REQUEUE" | "BLOCKED" | "FAILED"; reason: string | null };
+      try {
+        await handler(issue, job);
+        release = { outcome: "DONE", reason: null };
+      } catch (err) {
+        release = outcomeOf(err);
+      }
+      if (controller.signal.aborted) return; // not this run's to release any more
+      entry.releasing = true;
+      const { releaseIssue } = await baton.request(WorkReleaseDocument, { runId, issueId: issue.id, ...release });
+      if (releaseIssue.__typename === "IssueReleased") log("released", { issueId: issue.id, outcome: release.outcome });
+      else log("release refused", { issueId: issue.id, outcome: release.outcome, answer: releaseIssue.__typename, message: releaseIssue.message });
+    })()
+      .catch((err: unknown) => log("release failed", { issueId: issue.id, error: (err as Error).message }))
+      .finally(() => {
+        running.delete(issue.id);
+        wake();
+      });
+    entry.finished = finished;
+  }
+
+  /** Claims what there is room for; returns how many issues it started. */
+  async function claim(current: WorkRunFragment): Promise<number> {
+    const free = concurrency - running.size;
+    const includeUnassigned = options.includeUnassigned ?? false;
+    if (concurrency > 1) {
+      const { claimIssues } = await baton.request(WorkClaimManyDocument, { runId: current.id, limit: free, includeUnassigned });
+      if (claimIssues.__typename === "RunNotActive") return loseRun(claimIssues.message), 0;
+      if (claimIssues.__typename !== "IssuesClaimed") return 0;
+      for (const issue of claimIssues.issues) launch(issue, current.id);
+      return claimIssues.issues.length;
+    }
+    const { claimIssue } = await baton.request(WorkClaimDocument, { runId: current.id, includeUnassigned });
+    if (claimIssue.__typename === "RunNotActive") return loseRun(claimIssue.message), 0;
+    if (claimIssue.__typename !== "IssueClaimed") return 0;
+    const { acquireExecution } = await baton.request(WorkAcquireDocument, { runId: current.id, issueId: claimIssue.issue.id });
+    if (acquireExecution.__typename !== "ExecutionAcquired") {
+      log("could not start a claimed issue; releasing it", { issueId: claimIssue.issue.id, answer: acquireExecution.__typename });
+      await baton.request(WorkReleaseDocument, { runId: current.id, issueId: claimIssue.issue.id, outcome: "REQUEUE", reason: acquireExecution.message });
+      return 0;
+    }
+    launch(acquireExecution.issue, current.id);
+    return 1;
+  }
+
+  async function loop(): Promise<void> {
+    const { me } = await baton.request(MeDocument, {});
+    if (me.role !== "AGENT" || !me.companyId) throw new BatonError("work() needs an agent key", "FORBIDDEN");
+    run = await startRun();
+    const watching = watch(me.companyId);
+    while (!stopping) {
+      if (!run) run = await startRun();
+      if (running.size >= concurrency) {
+        await sleep(options.idleWaitMs ?? 5000);
+        continue;
+      }
+      const started = await claim(run).catch((err: unknown) => {
+        log("claim failed", { error: (err as Error).message });
+        return 0;
+      });
+      if (started > 0) continue;
+      if (options.once && running.size === 0) break;
+      await sleep(options.idleWaitMs ?? 5000);
+    }
+    stopping = true;
+    // Drain: running handlers may finish, up to the timeout; then they are told to stop.
+    const drained = Promise.all([...running.values()].map((r) => r.finished));
+    const timeout = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), options.drainTimeoutMs ?? 30_000).unref?.());
+    if ((await Promise.race([drained, timeout])) === "timeout") {
+      for (const issueId of running.keys()) lose(issueId, "the worker is stopping");
+    }
+    if (heartbeat) clearInterval(heartbeat);
+    // finishRun releases whatever the run still holds, in the same statement.
+    if (run) await baton.request(WorkFinishRunDocument, { runId: run.id, status: "SUCCEEDED" }).catch(() => {});
+    log("run finished", { runId: run?.id });
+    await events?.return?.();
+    await watching;
+  }
+
+  const done = loop();
+  done.catch(() => {});
+  return {
+    done,
+    async stop() {
+      stopping = true;
+      wake();
+      await done;
+    },
+  };
+}
