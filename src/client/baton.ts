@@ -58,7 +58,7 @@ export class Baton {
   }
 
   /** Runs any operation of the schema; typed end to end from a codegen'd document. Throws BatonError on GraphQL errors. */
-  async request<R, V extends Record<string, unknown> = Record<string, never>>(
+  async request<R, V extends Record<string, unknown> = Record<string, unknown>>(
     document: TypedDocumentNode<R, V> | DocumentNode | string,
     variables?: V,
     options: { signal?: AbortSignal } = {},

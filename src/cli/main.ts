@@ -1,0 +1,89 @@
+#!/usr/bin/env node
+// `baton`: Baton from a terminal or a script. Every command is a thin layer on
+// the baton/client SDK. Exit codes: 0 done; 1 the server answered with a
+// Problem (its __typename and message on stderr); 2 bad usage;
+// 3 UNAUTHENTICATED or FORBIDDEN; 4 the server could not be reached.
+import { parseArgs } from "node:util";
+import { Baton, BatonError, DEFAULT_URL } from "../client/index.js";
+import { COMMANDS, MissingToken, Problem, Usage } from "./commands.js";
+import type { Context } from "./commands.js";
+
+const USAGE = `Usage: baton [--url URL] [--token TOKEN] [--json] COMMAND [ARGS…]
+
+Commands:
+${Object.entries(COMMANDS)
+  .map(([name, c]) => `  ${`${name} ${c.args}`.padEnd(62)} ${c.what}`)
+  .join("\n")}
+
+Connection: --url or BATON_URL (default ${DEFAULT_URL}), --token or BATON_TOKEN.
+--json prints one JSON document (one object per line for streams).
+Exit codes: 0 done, 1 the server answered with a problem, 2 bad usage,
+3 unauthenticated or forbidden, 4 the server could not be reached.
+baton COMMAND --help: that command's options.
+`;
+
+/** Splits `baton [global options] COMMAND [words…]`; the words go to the command's own parser. */
+function split(argv: string[]): { global: string[]; command: string | undefined; rest: string[] } {
+  const global: string[] = [];
+  let i = 0;
+  for (; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith("-")) break;
+    global.push(arg);
+    if ((arg === "--url" || arg === "--token") && i + 1 < argv.length) global.push(argv[++i]!);
+  }
+  return { global, command: argv[i], rest: argv.slice(i + 1) };
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { global, command, rest } = split(argv);
+  let flags;
+  try {
+    flags = parseArgs({
+      args: global,
+      options: { url: { type: "string" }, token: { type: "string" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+      strict: true,
+    }).values;
+  } catch (err) {
+    throw new Usage((err as Error).message);
+  }
+  if (flags.help || !command || command === "help") {
+    process.stdout.write(USAGE);
+    return command || flags.help ? 0 : 2;
+  }
+  const entry = COMMANDS[command];
+  if (!entry) throw new Usage(`unknown command '${command}'`);
+  // --json may also come after the command, as users type it.
+  const json = flags.json ?? false;
+  const token = flags.token ?? process.env.BATON_TOKEN;
+  const ctx: Context = {
+    baton: new Baton({ url: flags.url ?? process.env.BATON_URL ?? DEFAULT_URL, ...(token ? { token } : {}) }),
+    json,
+    hasToken: Boolean(token),
+    out: (line) => process.stdout.write(`${line}\n`),
+    err: (line) => process.stderr.write(`${line}\n`),
+  };
+  return entry.run(ctx, rest);
+}
+
+function exitCodeOf(err: unknown): { code: number; line: string } {
+  if (err instanceof Usage) return { code: 2, line: `baton: ${err.message} (see baton --help)` };
+  if (err instanceof MissingToken) return { code: 3, line: `baton: ${err.message}` };
+  if (err instanceof Problem) return { code: 1, line: `baton: ${err.typename}: ${err.message}` };
+  if (err instanceof BatonError) {
+    if (err.code === "UNAUTHENTICATED" || err.code === "FORBIDDEN") return { code: 3, line: `baton: ${err.code}: ${err.message}` };
+    if (err.code === "UNREACHABLE") return { code: 4, line: `baton: ${err.message}` };
+    if (err.code === "BAD_USER_INPUT") return { code: 2, line: `baton: ${err.message}` };
+    return { code: 1, line: `baton: ${err.code}: ${err.message}` };
+  }
+  return { code: 1, line: `baton: ${err instanceof Error ? err.message : String(err)}` };
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    const { code, line } = exitCodeOf(err);
+    process.stderr.write(`${line}\n`);
+    process.exit(code);
+  },
+);

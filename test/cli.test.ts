@@ -1,0 +1,175 @@
+// The `baton` CLI as users run it (node dist/cli/main.js, what `npx baton`
+// runs), against a real server: its exit codes, its commands, and
+// `baton work -- COMMAND` turning a shell command into a worker.
+import { spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createCompany, Ops, startHarness } from "./helpers/harness.js";
+import type { Company, Harness } from "./helpers/harness.js";
+import { eventually } from "./helpers/race.js";
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+let h: Harness;
+const scratch = mkdtempSync(path.join(tmpdir(), "baton-cli-"));
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  for (const c of children) c.kill("SIGKILL");
+  rmSync(scratch, { recursive: true, force: true });
+  await h?.close();
+});
+
+interface Ran {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+function baton(args: string[], token: string | null, env: Record<string, string> = {}): Ran {
+  const child = spawn(process.execPath, ["dist/cli/main.js", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, BATON_URL: h.url, BATON_TOKEN: token ?? "", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.push(child);
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (c: Buffer) => (stdout += c.toString()));
+  child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+  return { child, stdout: () => stdout, stderr: () => stderr, exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
+}
+
+async function ok(args: string[], token: string | null): Promise<string> {
+  const run = baton(args, token);
+  const code = await run.exited;
+  if (code !== 0) throw new Error(`baton ${args.join(" ")} exited ${code}: ${run.stderr()}`);
+  return run.stdout();
+}
+
+async function issues(co: Company, n: number, input: Record<string, unknown> = {}) {
+  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
+    inputs: Array.from({ length: n }, (_, i) => ({ title: `job ${i}`, assigneeAgentId: co.agents[0]!.id, ...input })),
+  });
+  return createIssues.map((i) => i.id);
+}
+
+const statusOf = async (id: string) => (await h.one<{ status: string }>("SELECT status FROM issues WHERE id = $1", [id])).status;
+
+describe("usage and errors: one line, the documented exit code, never a stack", () => {
+  it.each([
+    ["an unknown command", ["frobnicate"], "token", 2, /unknown command 'frobnicate'/],
+    ["an unknown flag", ["issues", "--colour"], "token", 2, /Unknown option '--colour'/],
+    ["no token", ["whoami"], null, 3, /no token/],
+    ["a wrong key", ["whoami"], `baton_agent_${"x".repeat(43)}`, 3, /UNAUTHENTICATED/],
+    ["work without a command", ["work", "--once"], "token", 2, /no command to run/],
+  ])("%s", async (_what, args, token, code, line) => {
+    const run = baton(args as string[], token as string | null);
+    expect(await run.exited).toBe(code);
+    expect(run.stderr().trim().split("\n")).toEqual([expect.stringMatching(line as RegExp)]);
+  });
+
+  it("an unreachable server is exit 4", async () => {
+    const run = baton(["whoami"], "token", { BATON_URL: "http://127.0.0.1:9/graphql" });
+    expect(await run.exited).toBe(4);
+    expect(run.stderr()).toMatch(/^baton: cannot reach http:\/\/127\.0\.0\.1:9\/graphql/);
+    expect(run.stderr()).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe("commands", () => {
+  it("whoami, issue create, issues, issue show, issue requeue and cancel, events, audit", async () => {
+    const co = await createCompany(h, 1);
+    const board = co.board.token!;
+    expect(JSON.parse(await ok(["whoami", "--json"], board))).toMatchObject({ role: "BOARD", companyId: co.id });
+    const created = JSON.parse(await ok(["issue", "create", "--title", "from the CLI", "--priority", "high", "--json"], board)) as { id: string; status: string };
+    expect(created).toMatchObject({ status: "OPEN", priority: "HIGH" });
+    expect((await ok(["issues"], board)).split("\n")[1]).toContain(created.id);
+    expect(JSON.parse(await ok(["issue", "show", created.id, "--json"], board))).toMatchObject({ id: created.id, title: "from the CLI" });
+    const cancelled = baton(["issue", "cancel", created.id], board);
+    expect(await cancelled.exited).toBe(0);
+    const again = baton(["issue", "requeue", created.id], board); // CANCELLED → OPEN is not a board move: a Problem
+    expect(await again.exited).toBe(1);
+    expect(again.stderr()).toMatch(/^baton: InvalidTransition: /);
+    const events = (await ok(["events", "--json"], board)).trim().split("\n").map((l) => JSON.parse(l) as { kind: string; issueId: string });
+    expect(events.at(-1)).toMatchObject({ kind: "STATUS_CHANGED", issueId: created.id });
+    expect(await ok(["audit"], board)).toMatch(/doubleClaims\s+0/);
+  });
+});
+
+describe("baton work -- COMMAND", () => {
+  it("two workers of concurrency 4 drain the queue: every issue's command runs once, every issue ends DONE, the audit is clean", async () => {
+    const co = await createCompany(h, 1);
+    const ids = await issues(co, 40);
+    const ledger = path.join(scratch, "ran.txt");
+    const command = ["sh", "-c", `echo "$BATON_ISSUE_ID $BATON_LOCK_EPOCH $(cat | head -c 20)" >> ${ledger}`];
+    const workers = [0, 1].map(() => baton(["work", "--once", "--concurrency", "4", "--", ...command], co.agents[0]!.client.token));
+    expect(await Promise.all(workers.map((w) => w.exited))).toEqual([0, 0]);
+    const ran = readFileSync(ledger, "utf8").trim().split("\n");
+    expect(ran.map((l) => l.split(" ")[0]).sort()).toEqual([...ids].sort());
+    expect(ran.every((l) => / 1 \{"id":"/.test(l))).toBe(true); // epoch 1, and the issue on stdin
+    for (const id of ids) expect(await statusOf(id)).toBe("DONE");
+    expect(await (baton(["audit"], co.board.token).exited)).toBe(0);
+  });
+
+  it("exit 75 requeues, any other exit fails with the last lines of stderr as the reason", async () => {
+    const co = await createCompany(h, 1);
+    const [requeued] = await issues(co, 1, { maxAttempts: 1, priority: "CRITICAL" });
+    const [failed] = await issues(co, 1, { maxAttempts: 1 });
+    const command = ["sh", "-c", `if [ "$BATON_ISSUE_ID" = "${requeued}" ]; then exit 75; fi; echo "disk full" >&2; exit 3`];
+    const worker = baton(["work", "--once", "--", ...command], co.agents[0]!.client.token);
+    expect(await worker.exited).toBe(0);
+    // With no attempt left, REQUEUE and FAILED both end ESCALATED: the reasons tell them apart.
+    const reasons = await h.sql<{ issue_id: string; reason: string }>(
+      "SELECT issue_id, reason FROM lock_events WHERE kind IN ('RELEASED', 'ESCALATED') AND reason IS NOT NULL AND issue_id = ANY($1)",
+      [[requeued, failed]],
+    );
+    expect(reasons.find((r) => r.issue_id === requeued)?.reason).toMatch(/REQUEUE: exit 75/);
+    expect(reasons.find((r) => r.issue_id === failed)?.reason).toMatch(/FAILED: exit 3: disk full/);
+  });
+
+  it("a force-release sends the running command SIGTERM, and the worker does not release the issue again", async () => {
+    const co = await createCompany(h, 1);
+    const [id] = await issues(co, 1);
+    const marker = path.join(scratch, "terminated.txt");
+    // The first checkout (epoch 1) runs until stopped; the worker takes the issue again after the
+    // force-release (it is OPEN), and that second command (epoch 2) is done at once.
+    const command = ["sh", "-c", `[ "$BATON_LOCK_EPOCH" = 1 ] || exit 0; trap 'echo TERM > ${marker}; exit 143' TERM; echo started; while :; do sleep 0.05; done`];
+    const worker = baton(["work", "--", ...command], co.agents[0]!.client.token);
+    await eventually(() => (worker.stdout().includes("started") ? true : undefined), "the command to start", 20_000);
+    expect((await co.board.ok(Ops.ForceReleaseDocument, { issueId: id!, reason: "the board takes it back" })).forceReleaseIssue.__typename).toBe("IssueReleased");
+    await eventually(() => {
+      try {
+        return readFileSync(marker, "utf8").includes("TERM") ? true : undefined;
+      } catch {
+        return undefined;
+      }
+    }, "the command to get SIGTERM", 20_000);
+    await eventually(async () => ((await statusOf(id!)) === "DONE" ? true : undefined), "the second checkout to be done", 20_000);
+    worker.child.kill("SIGTERM");
+    expect(await worker.exited).toBe(0);
+    // The first checkout ends with the board's FORCE_RELEASED alone: the worker released only the second.
+    const kinds = await h.sql<{ kind: string }>("SELECT kind FROM lock_events WHERE issue_id = $1 ORDER BY seq", [id]);
+    expect(kinds.map((k) => k.kind)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED", "FORCE_RELEASED", "CLAIMED", "EXECUTION_ACQUIRED", "RELEASED"]);
+  });
+
+  it("SIGTERM drains: the running command finishes and is released, the run is finished, exit 0", async () => {
+    const co = await createCompany(h, 1);
+    const [id] = await issues(co, 1);
+    const command = ["sh", "-c", `echo started; sleep 1; echo finished`];
+    const worker = baton(["work", "--", ...command], co.agents[0]!.client.token);
+    await eventually(() => (worker.stdout().includes("started") ? true : undefined), "the command to start", 20_000);
+    worker.child.kill("SIGTERM");
+    expect(await worker.exited).toBe(0);
+    expect(worker.stdout()).toContain("finished");
+    expect(await statusOf(id!)).toBe("DONE");
+    const runs = await h.sql<{ status: string }>("SELECT status FROM heartbeat_runs WHERE agent_id = $1", [co.agents[0]!.id]);
+    expect(runs.map((r) => r.status)).toEqual(["SUCCEEDED"]);
+  });
+});
