@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sweep } from "../src/locks/sweep.js";
 import { createCompany, Ops, startHarness } from "./helpers/harness.js";
 import type { Company, Harness } from "./helpers/harness.js";
 import { eventually } from "./helpers/race.js";
@@ -20,7 +21,13 @@ beforeAll(async () => {
   h = await startHarness();
 });
 afterAll(async () => {
-  for (const c of children) c.kill("SIGKILL");
+  for (const c of children) {
+    try {
+      process.kill(-c.pid!, "SIGKILL"); // the CLI and any command it started
+    } catch {
+      // already gone
+    }
+  }
   rmSync(scratch, { recursive: true, force: true });
   await h?.close();
 });
@@ -35,6 +42,7 @@ interface Ran {
 function baton(args: string[], token: string | null, env: Record<string, string> = {}): Ran {
   const child = spawn(process.execPath, ["dist/cli/main.js", ...args], {
     cwd: ROOT,
+    detached: true, // a process group of its own, with the commands it starts
     env: { ...process.env, BATON_URL: h.url, BATON_TOKEN: token ?? "", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -171,5 +179,43 @@ describe("baton work -- COMMAND", () => {
     expect(await statusOf(id!)).toBe("DONE");
     const runs = await h.sql<{ status: string }>("SELECT status FROM heartbeat_runs WHERE agent_id = $1", [co.agents[0]!.id]);
     expect(runs.map((r) => r.status)).toEqual(["SUCCEEDED"]);
+  });
+
+  it("four workers on two API instances drain 500 issues: each command runs once, every issue DONE, the audit clean", async () => {
+    const co = await createCompany(h, 1);
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push(...(await issues(co, 100)));
+    const second = await h.startInstance();
+    const ledger = path.join(scratch, "ran-500.txt");
+    const command = ["sh", "-c", `echo "$BATON_ISSUE_ID" >> ${ledger}`];
+    const workers = [h.url, h.url, second.url, second.url].map((url) =>
+      baton(["work", "--once", "--concurrency", "4", "--", ...command], co.agents[0]!.client.token, { BATON_URL: url }),
+    );
+    expect(await Promise.all(workers.map((w) => w.exited))).toEqual([0, 0, 0, 0]);
+    const ran = readFileSync(ledger, "utf8").trim().split("\n");
+    expect(ran).toHaveLength(500);
+    expect(new Set(ran)).toEqual(new Set(ids));
+    const done = await h.one<{ n: number }>("SELECT count(*)::int AS n FROM issues WHERE id = ANY($1) AND status = 'DONE'", [ids]);
+    expect(done.n).toBe(500);
+    expect(await baton(["audit"], co.board.token).exited).toBe(0);
+  }, 120_000);
+
+  it("a worker killed with SIGKILL mid-command: after its lease and a sweep, another worker runs the issue (a second attempt); the first never releases it", async () => {
+    const co = await createCompany(h, 1);
+    const [id] = await issues(co, 1);
+    const first = baton(["work", "--", "sh", "-c", "echo started; exec sleep 30"], co.agents[0]!.client.token);
+    await eventually(() => (first.stdout().includes("started") ? true : undefined), "the first command to start", 20_000);
+    const firstRun = (await h.one<{ id: string }>("SELECT checkout_run_id AS id FROM issues WHERE id = $1", [id])).id;
+    process.kill(-first.child.pid!, "SIGKILL"); // the machine dies: the worker and its command at once
+    await first.exited;
+    // Its lease runs out (backdated here rather than waited for), and recovery frees the issue.
+    await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [firstRun]);
+    await sweep(h.db.prisma, h.bus);
+    const second = baton(["work", "--once", "--", "sh", "-c", "echo second"], co.agents[0]!.client.token);
+    expect(await second.exited).toBe(0);
+    expect(await h.one("SELECT status, attempt_count FROM issues WHERE id = $1", [id])).toEqual({ status: "DONE", attempt_count: 2 });
+    const released = await h.sql<{ run_id: string }>("SELECT run_id FROM lock_events WHERE issue_id = $1 AND kind = 'RELEASED'", [id]);
+    expect(released).toHaveLength(1);
+    expect(released[0]!.run_id).not.toBe(firstRun);
   });
 });
