@@ -218,4 +218,33 @@ describe("baton work -- COMMAND", () => {
     expect(released).toHaveLength(1);
     expect(released[0]!.run_id).not.toBe(firstRun);
   });
+
+  it("SIGTERM with commands still running past --drain-timeout: they are stopped, their issues back to OPEN, the run finished, exit 0", async () => {
+    const co = await createCompany(h, 1);
+    const ids = await issues(co, 3);
+    const worker = baton(["work", "--concurrency", "3", "--drain-timeout", "1", "--", "sh", "-c", "echo started; exec sleep 30"], co.agents[0]!.client.token);
+    await eventually(() => (worker.stdout().split("started").length - 1 === 3 ? true : undefined), "three commands to start", 20_000);
+    worker.child.kill("SIGTERM");
+    expect(await worker.exited).toBe(0);
+    const rows = await h.sql<{ status: string; checkout_run_id: string | null }>("SELECT status, checkout_run_id FROM issues WHERE id = ANY($1)", [ids]);
+    expect(rows.map((r) => [r.status, r.checkout_run_id])).toEqual(Array(3).fill(["OPEN", null]));
+    const runs = await h.sql<{ status: string }>("SELECT status FROM heartbeat_runs WHERE agent_id = $1", [co.agents[0]!.id]);
+    expect(runs.map((r) => r.status)).toEqual(["SUCCEEDED"]);
+  });
+
+  it("events --follow tails the ledger live, one JSON object per line, and stops on SIGTERM", async () => {
+    const co = await createCompany(h, 1);
+    const [id] = await issues(co, 1);
+    const tail = baton(["events", "--follow", "--json"], co.board.token);
+    const run = (await co.agents[0]!.client.ok(Ops.StartRunDocument)).startRun;
+    await eventually(async () => {
+      if (!tail.stdout().includes('"CLAIMED"')) await co.agents[0]!.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: id! });
+      return tail.stdout().includes('"CLAIMED"') ? true : undefined;
+    }, "the claim to be printed", 20_000);
+    const lines = tail.stdout().trim().split("\n").map((l) => JSON.parse(l) as { seq: string; kind: string; issueId: string });
+    expect(lines.find((l) => l.kind === "CLAIMED")).toMatchObject({ issueId: id });
+    expect(new Set(lines.map((l) => l.seq)).size).toBe(lines.length);
+    tail.child.kill("SIGTERM");
+    expect(await tail.exited).toBe(0);
+  });
 });

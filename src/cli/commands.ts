@@ -244,6 +244,16 @@ export const COMMANDS: Record<string, Command> = {
       const usage = "events [--after-seq N] [--issue ID] [--agent ID] [--follow] [--company ID]";
       const p = parse(ctx, words, usage, { "after-seq": { type: "string" }, issue: { type: "string" }, agent: { type: "string" }, follow: { type: "boolean" }, company: { type: "string" } });
       if (!p) return 0;
+      // Following, Ctrl-C or SIGTERM ends it cleanly (exit 0) at any point, paging included.
+      let stopped = false;
+      let stream: AsyncIterableIterator<unknown> | null = null;
+      if (p.values.follow) {
+        const stop = () => {
+          stopped = true;
+          void stream?.return?.();
+        };
+        process.once("SIGINT", stop).once("SIGTERM", stop);
+      }
       const companyId = await companyOf(ctx, p.values.company);
       const print = (e: { seq: string; at: string; kind: string; status: string; issueId: string; agentId?: string | null; reason?: string | null }) =>
         ctx.out(ctx.json ? JSON.stringify(e) : [e.seq, e.at, e.kind, e.status, e.issueId, e.agentId ?? "", e.reason ?? ""].join("  "));
@@ -256,13 +266,12 @@ export const COMMANDS: Record<string, Command> = {
         );
         for (const e of lockEvents) if (!agent || e.agentId === agent) print(e);
         if (lockEvents.length) last = lockEvents.at(-1)!.seq;
-        if (lockEvents.length < 1000) break;
+        if (lockEvents.length < 1000 || stopped) break;
       }
-      if (!p.values.follow) return 0;
-      const stream = ctx.baton.lockChanges({ companyId, afterSeq: last, issueId: (p.values.issue as string | undefined) ?? null, agentId: agent });
-      const stop = () => void stream.return?.();
-      process.once("SIGINT", stop).once("SIGTERM", stop);
-      for await (const e of stream) print(e);
+      if (!p.values.follow || stopped) return 0;
+      const live = ctx.baton.lockChanges({ companyId, afterSeq: last, issueId: (p.values.issue as string | undefined) ?? null, agentId: agent });
+      stream = live;
+      for await (const e of live) print(e);
       return 0;
     },
   },
