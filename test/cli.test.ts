@@ -116,12 +116,12 @@ describe("baton work -- COMMAND", () => {
     const co = await createCompany(h, 1);
     const ids = await issues(co, 40);
     const ledger = path.join(scratch, "ran.txt");
-    const command = ["sh", "-c", `echo "$BATON_ISSUE_ID $BATON_LOCK_EPOCH $(cat | head -c 20)" >> ${ledger}`];
+    const command = ["sh", "-c", `echo "$BATON_ISSUE_ID $BATON_LOCK_EPOCH \${BATON_TOKEN:-no-token} $(cat | head -c 20)" >> ${ledger}`];
     const workers = [0, 1].map(() => baton(["work", "--once", "--concurrency", "4", "--", ...command], co.agents[0]!.client.token));
     expect(await Promise.all(workers.map((w) => w.exited))).toEqual([0, 0]);
     const ran = readFileSync(ledger, "utf8").trim().split("\n");
     expect(ran.map((l) => l.split(" ")[0]).sort()).toEqual([...ids].sort());
-    expect(ran.every((l) => / 1 \{"id":"/.test(l))).toBe(true); // epoch 1, and the issue on stdin
+    expect(ran.every((l) => / 1 no-token \{"id":"/.test(l))).toBe(true); // epoch 1, never the token, and the issue on stdin
     for (const id of ids) expect(await statusOf(id)).toBe("DONE");
     expect(await (baton(["audit"], co.board.token).exited)).toBe(0);
   });

@@ -6,7 +6,7 @@ import net from "node:net";
 import { Baton, BatonError, Documents } from "baton/client";
 import type { LockChange } from "baton/client";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { ADMIN_TOKEN, createCompany, Ops, startHarness } from "../helpers/harness.js";
+import { ADMIN_TOKEN, claimingAgent, createCompany, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
 import { eventually } from "../helpers/race.js";
 
@@ -52,13 +52,7 @@ it("runs typed requests, and turns refusals and an unreachable server into Baton
 });
 
 it("lockChanges() yields every seq once, in order, across a cut connection, resuming after the last one", async () => {
-  const co = await createCompany(h, 1);
-  const agent = co.agents[0]!;
-  await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 15 }, (_, i) => ({ title: `job ${i}`, assigneeAgentId: agent.id })) });
-  const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
-  const claim = async (n: number) => {
-    for (let i = 0; i < n; i++) expect((await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id })).claimIssue.__typename).toBe("IssueClaimed");
-  };
+  const { co, claim } = await claimingAgent(h, 15);
   const proxy = await cuttableProxy(new URL(h.url));
   const seen: LockChange[] = [];
   const stream = new Baton({ url: proxy.url, token: co.board.token! }).lockChanges({ companyId: co.id, afterSeq: "0" });

@@ -4,7 +4,7 @@
 import { Baton } from "baton/client";
 import type { LockChange } from "baton/client";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import { claimingAgent, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
 import { eventually } from "../helpers/race.js";
 import { PrivateRedis } from "../helpers/redis.js";
@@ -24,13 +24,7 @@ afterAll(async () => {
 });
 
 it("lockChanges() yields every seq exactly once, in order, across a Redis restart", async () => {
-  const co = await createCompany(h, 1);
-  const agent = co.agents[0]!;
-  await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 15 }, (_, i) => ({ title: `job ${i}`, assigneeAgentId: agent.id })) });
-  const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
-  const claim = async (n: number) => {
-    for (let i = 0; i < n; i++) expect((await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id })).claimIssue.__typename).toBe("IssueClaimed");
-  };
+  const { co, claim } = await claimingAgent(h, 15);
   const seen: LockChange[] = [];
   const reading = (async () => {
     for await (const event of new Baton({ url: urlB, token: co.board.token! }).lockChanges({ companyId: co.id, afterSeq: "0" })) {

@@ -160,3 +160,20 @@ export async function createCompany(h: Pick<Harness, "admin" | "client">, agents
 }
 
 export { Ops };
+
+/** A company whose one agent has `issues` issues assigned and a run, and `claim(n)` that claims the next n of them (each must succeed). */
+export async function claimingAgent(h: Pick<Harness, "admin" | "client">, issues: number): Promise<{ co: Company; claim(n: number): Promise<void> }> {
+  const co = await createCompany(h, 1);
+  const agent = co.agents[0]!;
+  await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: issues }, (_, i) => ({ title: `job ${i}`, assigneeAgentId: agent.id })) });
+  const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
+  return {
+    co,
+    async claim(n) {
+      for (let i = 0; i < n; i++) {
+        const { claimIssue } = await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id });
+        if (claimIssue.__typename !== "IssueClaimed") throw new Error(`expected IssueClaimed, got ${claimIssue.__typename}`);
+      }
+    },
+  };
+}
