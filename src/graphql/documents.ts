@@ -52,10 +52,6 @@ export class DocumentCache {
       this.total -= entry.weight;
     }
   }
-
-  get weight(): number {
-    return this.total;
-  }
 }
 
 /** A GraphQL error for a limit, as clients see it: LIMIT_EXCEEDED with the limit's name and value. */

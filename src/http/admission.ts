@@ -21,10 +21,6 @@ class Counter {
     if (n <= 0) this.counts.delete(key);
     else this.counts.set(key, n);
   }
-
-  count(key: string): number {
-    return this.counts.get(key) ?? 0;
-  }
 }
 
 /** Gives back at most once. */
@@ -73,10 +69,5 @@ export class Admission {
       this.subscriptions.give(key);
       this.subscriptions.give(company);
     });
-  }
-
-  /** Open subscriptions counted under a key or `company:<id>` (for tests and metrics). */
-  subscriptionCount(key: string): number {
-    return this.subscriptions.count(key);
   }
 }
