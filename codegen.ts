@@ -1,6 +1,8 @@
 // Typed documents, checked against the printed schema.graphql and turned into
 // TypedDocumentNodes: the tests' operations (test/operations → test/generated)
 // and the baton/client SDK's own (src/client/operations → src/client/generated).
+// The board's (src/board/operations → src/board/generated) are plain strings
+// (documentMode "string"), so the page it runs in needs no GraphQL library.
 import type { CodegenConfig } from "@graphql-codegen/cli";
 
 const preset = {
@@ -20,6 +22,12 @@ const config: CodegenConfig = {
   generates: {
     "test/generated/": { ...preset, documents: ["test/operations/**/*.graphql"] },
     "src/client/generated/": { ...preset, documents: ["src/client/operations/**/*.graphql"] },
+    "src/board/generated/": {
+      ...preset,
+      presetConfig: { ...preset.presetConfig, persistedDocuments: false },
+      config: { ...preset.config, documentMode: "string" },
+      documents: ["src/board/operations/**/*.graphql"],
+    },
   },
 };
 

@@ -33,6 +33,7 @@ import type { Limits } from "./limits.js";
 import { createLockGroups } from "./locks/groups.js";
 import type { LockDeps } from "./locks/deps.js";
 import type { Logger } from "./log.js";
+import { boardAssets, isBoardPath } from "./http/board.js";
 import { Metrics } from "./metrics.js";
 import { errorFields } from "./log.js";
 
@@ -107,6 +108,7 @@ export function buildApp(deps: AppDeps): App {
   };
   const onRefused = (limit: string) => metrics.limitRefusals.inc({ limit });
   let graphiqlPage: Promise<string> | null = null;
+  const serveBoard = boardAssets();
   const yoga = createYoga<TransportContext>({
     schema,
     graphqlEndpoint: "/graphql",
@@ -159,7 +161,7 @@ export function buildApp(deps: AppDeps): App {
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
     setSecurityHeaders(req, res);
-    const path = (req.url ?? "/").split("?")[0];
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
     if (path === "/healthz") {
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ status: "ok" }));
       return;
@@ -169,6 +171,7 @@ export function buildApp(deps: AppDeps): App {
       res.writeHead(ok ? 200 : 503, { "content-type": "application/json" }).end(JSON.stringify({ status: ok ? "ready" : "unavailable", ...checks }));
       return;
     }
+    if (isBoardPath(path)) return serveBoard(req, res, path);
     if (path === "/metrics") {
       res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
       return;

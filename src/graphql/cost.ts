@@ -56,6 +56,7 @@ export const ROWS: Record<string, (args: Args) => number> = {
   "Query.runs": (a) => rows(a.first, PAGE_LIMITS.runs),
   "Query.lockEvents": (a) => rows(a.first, PAGE_LIMITS.lockEvents),
   "Query.agents": () => AGENTS_ESTIMATE,
+  "Query.companies": (a) => rows(a.first, PAGE_LIMITS.companies),
   "Mutation.claimIssues": (a) => rows(a.limit, { fallback: 1, max: MAX_CLAIM_BATCH }),
   "Mutation.createIssues": (a) => rows(Array.isArray(a.inputs) ? a.inputs.length : 1, { fallback: 1, max: MAX_ISSUES_PER_CALL }),
   "Mutation.releaseIssues": (a) => rows(Array.isArray(a.issueIds) ? a.issueIds.length : 1, { fallback: 1, max: MAX_RELEASE_BATCH }),

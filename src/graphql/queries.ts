@@ -1,8 +1,8 @@
-import { getCompany, getRun, listAgents, listIssues, listLockEvents, listRuns } from "../locks/reads.js";
+import { getCompany, getRun, listAgents, listCompanies, listIssues, listLockEvents, listRuns } from "../locks/reads.js";
 import { getIssues } from "../locks/reads.js";
 import { lockAudit } from "../locks/lockAudit.js";
 import { builder } from "./builder.js";
-import { badInput, readScope, requireCompanyOverseer, requireCompanyReader, requirePrincipal, validateId } from "./context.js";
+import { badInput, readScope, requireAdmin, requireCompanyOverseer, requireCompanyReader, requirePrincipal, validateId } from "./context.js";
 import { AgentRef, CompanyRef, PrincipalRef } from "./types/company.js";
 import { IssueStatusEnum, RunStatusEnum } from "./types/enums.js";
 import { IssueConnectionRef, IssueRef } from "./types/issue.js";
@@ -13,6 +13,7 @@ import { HeartbeatRunRef } from "./types/run.js";
 export const PAGE_LIMITS = {
   issues: { fallback: 50, max: 500 },
   runs: { fallback: 50, max: 500 },
+  companies: { fallback: 50, max: 500 },
   lockEvents: { fallback: 100, max: 1000 },
 } as const;
 
@@ -52,6 +53,16 @@ builder.queryFields((t) => ({
       const companyId = validateId("id", id);
       if (scope !== null && scope !== companyId) return null;
       return getCompany(ctx.services.db, companyId);
+    },
+  }),
+
+  companies: t.field({
+    type: [CompanyRef],
+    description: "Every company, by name: the admin token's company picker. Admin token only.",
+    args: { first: t.arg.int({ defaultValue: PAGE_LIMITS.companies.fallback }) },
+    resolve: (_root, args, ctx) => {
+      requireAdmin(ctx);
+      return listCompanies(ctx.services.db, pageSize("first", args.first, PAGE_LIMITS.companies));
     },
   }),
 
@@ -115,17 +126,25 @@ builder.queryFields((t) => ({
 
   lockEvents: t.field({
     type: [LockEventRef],
-    description: "Committed events with seq > afterSeq, ascending.",
+    description:
+      "Committed events with afterSeq < seq < beforeSeq (both optional), ascending; with newestFirst, descending: " +
+      "a board's event tail, paged back by passing the smallest seq it holds as beforeSeq.",
     args: {
       companyId: t.arg.id({ required: true }),
       afterSeq: t.arg.id(),
+      beforeSeq: t.arg.id(),
       issueId: t.arg.id(),
+      agentId: t.arg.id(),
+      newestFirst: t.arg.boolean({ defaultValue: false }),
       first: t.arg.int({ defaultValue: PAGE_LIMITS.lockEvents.fallback }),
     },
     resolve: (_root, args, ctx) =>
       listLockEvents(ctx.services.db, requireCompanyReader(ctx, args.companyId), {
         afterSeq: parseSeq("afterSeq", args.afterSeq),
+        beforeSeq: parseSeq("beforeSeq", args.beforeSeq),
+        newestFirst: args.newestFirst ?? false,
         issueId: args.issueId != null ? validateId("issueId", args.issueId) : null,
+        agentId: args.agentId != null ? validateId("agentId", args.agentId) : null,
         first: pageSize("first", args.first, PAGE_LIMITS.lockEvents),
       }),
   }),

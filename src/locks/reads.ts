@@ -1,7 +1,7 @@
 // Read models for the queries. Every read is scoped to one company: an id from
 // another company reads as not found.
 import type { Queryable } from "../db/client.js";
-import { eventJson, issueJson, queryAll, queryOne, runJson, sql } from "../db/sql.js";
+import { eventJson, issueJson, queryAll, queryOne, raw, runJson, sql } from "../db/sql.js";
 import type { Agent, Company } from "../auth/accounts.js";
 import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "./types.js";
 
@@ -11,6 +11,16 @@ export async function getCompany(db: Queryable, id: string): Promise<Company | n
     sql`SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company FROM companies c WHERE c.id = ${id}::uuid`,
   );
   return row?.company ?? null;
+}
+
+/** Companies by name, for the admin token's company picker. */
+export async function listCompanies(db: Queryable, first: number): Promise<Company[]> {
+  const rows = await queryAll<{ company: Company }>(
+    db,
+    sql`SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company
+          FROM companies c ORDER BY c.name, c.id LIMIT ${first}::int`,
+  );
+  return rows.map((r) => r.company);
 }
 
 export async function listAgents(db: Queryable, companyId: string): Promise<Agent[]> {
@@ -85,19 +95,26 @@ export async function listRuns(db: Queryable, companyId: string, status: RunStat
  * are handed out under the company's row lock, held until commit, so once seq
  * n is visible every smaller seq already is (docs/events.md).
  */
+/**
+ * A page of a company's ledger: seq > afterSeq and seq < beforeSeq, ascending,
+ * or newest first (the event tail of a board, paged back with beforeSeq).
+ */
 export async function listLockEvents(
   db: Queryable,
   companyId: string,
-  filter: { afterSeq: string | null; issueId?: string | null; agentId?: string | null; first: number },
+  filter: { afterSeq: string | null; beforeSeq?: string | null; newestFirst?: boolean; issueId?: string | null; agentId?: string | null; first: number },
 ): Promise<LockEvent[]> {
+  // A literal direction, not a CASE: either way the (company_id, seq) key reads the page in order.
+  const order = raw(filter.newestFirst === true ? "e.seq DESC" : "e.seq");
   const rows = await queryAll<{ event: LockEvent }>(
     db,
     sql`SELECT ${eventJson("e")} AS event FROM lock_events e
          WHERE e.company_id = ${companyId}::uuid
            AND e.seq > ${filter.afterSeq ?? "0"}::bigint
+           AND e.seq < ${filter.beforeSeq ?? "9223372036854775807"}::bigint
            AND (${filter.issueId ?? null}::uuid IS NULL OR e.issue_id = ${filter.issueId ?? null}::uuid)
            AND (${filter.agentId ?? null}::uuid IS NULL OR e.agent_id = ${filter.agentId ?? null}::uuid)
-         ORDER BY e.seq
+         ORDER BY ${order}
          LIMIT ${filter.first}::int`,
   );
   return rows.map((r) => r.event);

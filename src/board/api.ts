@@ -1,0 +1,100 @@
+// The board's only way to the server: GraphQL over HTTP on this page's own
+// origin, with the key in the Authorization header (never in a URL), and the
+// live ledger as GraphQL over SSE, read from a streamed POST so the key stays a
+// header there too. Both are typed by the board's codegen'd documents.
+import type { DocumentTypeDecoration } from "@graphql-typed-document-node/core";
+
+const ENDPOINT = "/graphql";
+
+/** A refused request: `code` is the GraphQL error's extensions.code, or UNREACHABLE. */
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly code: string,
+  ) {
+    super(message);
+  }
+}
+
+type Doc<R, V> = DocumentTypeDecoration<R, V> & { toString(): string };
+
+export class Api {
+  constructor(private readonly token: string) {}
+
+  private headers(accept: string): HeadersInit {
+    return { "content-type": "application/json", accept, authorization: `Bearer ${this.token}` };
+  }
+
+  /** One operation; throws ApiError with the server's message when it answers errors. */
+  async request<R, V>(document: Doc<R, V>, variables: V): Promise<R> {
+    let response: Response;
+    try {
+      response = await fetch(ENDPOINT, {
+        method: "POST",
+        headers: this.headers("application/graphql-response+json, application/json"),
+        body: JSON.stringify({ query: document.toString(), variables }),
+      });
+    } catch {
+      throw new ApiError("the server did not answer", "UNREACHABLE");
+    }
+    const body = (await response.json().catch(() => null)) as {
+      data?: R;
+      errors?: { message: string; extensions?: { code?: string } }[];
+    } | null;
+    const error = body?.errors?.[0];
+    if (error) throw new ApiError(error.message, error.extensions?.code ?? "ERROR");
+    if (!body?.data) throw new ApiError(`the server answered ${response.status}`, "UNREACHABLE");
+    return body.data;
+  }
+
+  /**
+   * A subscription over SSE: calls `next` for each result until the stream
+   * ends (resolves) or fails (rejects with ApiError). `signal` ends it.
+   */
+  async subscribe<R, V>(document: Doc<R, V>, variables: V, next: (data: R) => void, signal: AbortSignal): Promise<void> {
+    let response: Response;
+    try {
+      response = await fetch(ENDPOINT, {
+        method: "POST",
+        headers: this.headers("text/event-stream"),
+        body: JSON.stringify({ query: document.toString(), variables }),
+        signal,
+      });
+    } catch {
+      if (signal.aborted) return;
+      throw new ApiError("the server did not answer", "UNREACHABLE");
+    }
+    if (!response.ok || !response.body) throw new ApiError(`the server answered ${response.status}`, response.status === 401 ? "UNAUTHENTICATED" : "UNREACHABLE");
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        buffer += value;
+        let end: number;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const message = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const event = /^event: (.*)$/m.exec(message)?.[1];
+          const data = message
+            .split("\n")
+            .filter((line) => line.startsWith("data:"))
+            .map((line) => line.slice(5).trimStart())
+            .join("\n");
+          if (event === "complete") return;
+          if (event !== "next" || !data) continue;
+          const result = JSON.parse(data) as { data?: R; errors?: { message: string; extensions?: { code?: string } }[] };
+          const error = result.errors?.[0];
+          if (error) throw new ApiError(error.message, error.extensions?.code ?? "ERROR");
+          if (result.data) next(result.data);
+        }
+      }
+    } catch (err) {
+      if (signal.aborted) return;
+      throw err instanceof ApiError ? err : new ApiError("the live connection dropped", "UNREACHABLE");
+    } finally {
+      reader.releaseLock();
+    }
+  }
+}

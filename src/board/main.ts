@@ -1,0 +1,261 @@
+// The live board: sign in, read the company once, then stay current from the
+// ledger's live stream (lockChanged over SSE, resumed with afterSeq after any
+// drop). The issues list is never polled; runs are re-read every few seconds
+// because heartbeats are not lock changes.
+import { Api, ApiError } from "./api.js";
+import { byId, fill, h } from "./dom.js";
+import {
+  BoardAgentsDocument,
+  BoardCompaniesDocument,
+  BoardCompanyDocument,
+  BoardIssuesDocument,
+  BoardLiveDocument,
+  BoardMeDocument,
+  BoardRunDocument,
+  BoardRunsDocument,
+  BoardTailDocument,
+} from "./generated/graphql.js";
+import { Store } from "./store.js";
+import { AuditView } from "./views/audit.js";
+import { DetailView } from "./views/detail.js";
+import { EventsView } from "./views/events.js";
+import { IssuesView } from "./views/issues.js";
+import { RunsView } from "./views/runs.js";
+
+/** The key lives in this tab's sessionStorage only: never a URL, a cookie or localStorage. */
+const SESSION = "baton.board";
+const RECONNECT_DELAYS = [250, 500, 1000, 2000, 5000];
+const RUNS_EVERY_MS = 5000;
+
+interface Session {
+  token: string;
+  companyId: string;
+}
+
+function saved(): Session | null {
+  try {
+    const value = JSON.parse(sessionStorage.getItem(SESSION) ?? "null") as Session | null;
+    return value && typeof value.token === "string" && typeof value.companyId === "string" ? value : null;
+  } catch {
+    return null;
+  }
+}
+
+function signInMessage(text: string) {
+  byId("sign-in-message").textContent = text;
+}
+
+/** Checks a key, and for the admin token asks which company; resolves once a company is chosen. */
+function signIn(): Promise<Session> {
+  const form = byId<HTMLFormElement>("sign-in");
+  const picker = byId<HTMLFormElement>("company-picker");
+  byId("board").hidden = true;
+  byId("sign-in-view").hidden = false;
+  return new Promise((resolve) => {
+    form.onsubmit = async (e) => {
+      e.preventDefault();
+      const token = byId<HTMLInputElement>("board-key").value.trim();
+      if (!token) return signInMessage("Paste a board key, or the admin token.");
+      signInMessage("Checking…");
+      const api = new Api(token);
+      try {
+        const { me } = await api.request(BoardMeDocument, {});
+        if (me.role === "BOARD" && me.companyId) return resolve({ token, companyId: me.companyId });
+        if (me.role === "AGENT") return signInMessage("That is an agent key. The board needs a board key, or the admin token.");
+        const { companies } = await api.request(BoardCompaniesDocument, {});
+        if (companies.length === 0) return signInMessage("There is no company yet: create one (README, “A worked session”).");
+        fill(byId("company"), ...companies.map((c) => h("option", { value: c.id }, c.name)));
+        signInMessage("Signed in with the admin token: choose a company.");
+        picker.hidden = false;
+        picker.onsubmit = (ev) => {
+          ev.preventDefault();
+          resolve({ token, companyId: byId<HTMLSelectElement>("company").value });
+        };
+      } catch (err) {
+        signInMessage(
+          err instanceof ApiError && err.code === "UNAUTHENTICATED"
+            ? "That key was not accepted. Check it, or create a board key (README, “A worked session”)."
+            : `Could not sign in: ${err instanceof Error ? err.message : "unknown error"}`,
+        );
+      }
+    };
+  });
+}
+
+function setLive(state: "connecting" | "live" | "reconnecting", detail = "") {
+  const el = byId("live");
+  el.className = `live live-${state}`;
+  el.textContent = state === "live" ? "Live" : state === "connecting" ? "Connecting…" : `Reconnecting…${detail}`;
+}
+
+async function board(session: Session) {
+  const api = new Api(session.token);
+  const store = new Store();
+  byId("sign-in-view").hidden = true;
+  byId("board").hidden = false;
+  setLive("connecting");
+
+  const { company } = await api.request(BoardCompanyDocument, { id: session.companyId });
+  byId("company-name").textContent = company?.name ?? session.companyId;
+
+  const detail = new DetailView(api, store, session.companyId);
+  const open = (id: string) => void detail.open(id);
+  const issues = new IssuesView(store, open);
+  const runs = new RunsView(store, open);
+  const events = new EventsView(store, open, async () => {
+    const oldest = store.tail.at(-1)?.seq;
+    if (!oldest) return;
+    const { lockEvents } = await api.request(BoardTailDocument, { companyId: session.companyId, beforeSeq: oldest });
+    store.appendOlder(lockEvents);
+  });
+  const audit = new AuditView(api, session.companyId);
+
+  // Drawing waits for the next frame, so a burst of events is drawn once. The
+  // event tail is redrawn only when something changed; the rest also on the
+  // clock, for heartbeat ages and leases.
+  let scheduled = false;
+  let changed = false;
+  const render = (hasChanged = true) => {
+    changed ||= hasChanged;
+    if (scheduled) return;
+    scheduled = true;
+    requestAnimationFrame(() => {
+      scheduled = false;
+      const now = Date.now();
+      issues.render(now);
+      if (!byId("tab-runs").hidden) runs.render(now);
+      if (changed && !byId("tab-events").hidden) events.render();
+      changed = false;
+      detail.render(now);
+    });
+  };
+  store.onChange(() => render());
+  setupTabs(() => render(), () => void audit.refresh());
+
+  // Runs that issues point at but the RUNNING list lacks (expired, ended): read one by one.
+  const readUnknownRuns = async () => {
+    for (const id of store.unknownRuns().slice(0, 50)) {
+      const { run } = await api.request(BoardRunDocument, { id });
+      if (run) store.putRun(run);
+    }
+  };
+  const readRuns = async () => {
+    const { runs: running } = await api.request(BoardRunsDocument, { companyId: session.companyId });
+    store.putRunning(running);
+    await readUnknownRuns();
+    store.changed();
+  };
+  const readAgents = async () => {
+    const { agents } = await api.request(BoardAgentsDocument, { companyId: session.companyId });
+    for (const a of agents) store.agents.set(a.id, a.name);
+  };
+
+  // 1. Where the live stream will start: the newest event already committed.
+  const { lockEvents: tail } = await api.request(BoardTailDocument, { companyId: session.companyId, beforeSeq: null });
+  store.setTail(tail);
+  // 2. Start the live stream: events after that seq are replayed, then live.
+  void live(api, store, session.companyId, (event) => {
+    detail.onEvent(event);
+    if (event.agentId && !store.agents.has(event.agentId)) void readAgents().then(() => render());
+    const runId = event.checkoutRunId ?? event.executionRunId;
+    if (runId && !store.runs.has(runId)) void readUnknownRuns().then(() => render());
+  });
+  // 3. Agents, runs and every issue (pages of 500, drawn as they arrive).
+  await readAgents();
+  await readRuns();
+  let after: string | null = null;
+  for (;;) {
+    const page: Awaited<ReturnType<typeof loadPage>> = await loadPage(api, session.companyId, after);
+    for (const edge of page.edges) store.putIssue(edge.node);
+    store.changed();
+    if (!page.pageInfo.hasNextPage) break;
+    after = page.pageInfo.endCursor ?? null;
+  }
+  await readUnknownRuns();
+  byId("board").setAttribute("data-loaded", String(store.issues.size));
+  render();
+
+  setInterval(() => void readRuns().catch(() => {}), RUNS_EVERY_MS);
+  // Heartbeat ages and leases move with the clock.
+  setInterval(() => render(false), 1000);
+}
+
+async function loadPage(api: Api, companyId: string, after: string | null) {
+  return (await api.request(BoardIssuesDocument, { companyId, after })).issues;
+}
+
+/** lockChanged for the company, forever: after a drop, resumes after the last seq applied. */
+async function live(api: Api, store: Store, companyId: string, seen: (event: Parameters<Store["apply"]>[0]) => void) {
+  for (let attempt = 0; ; attempt++) {
+    const controller = new AbortController();
+    try {
+      await api.subscribe(
+        BoardLiveDocument,
+        { companyId, afterSeq: store.lastSeq },
+        ({ lockChanged }) => {
+          attempt = 0;
+          setLive("live");
+          const { issue, ...event } = lockChanged;
+          if (store.apply(event, issue, Date.now())) {
+            seen(event);
+            store.changed();
+          }
+        },
+        controller.signal,
+      );
+    } catch (err) {
+      if (err instanceof ApiError && err.code === "UNAUTHENTICATED") {
+        sessionStorage.removeItem(SESSION);
+        location.reload();
+        return;
+      }
+    }
+    const delay = RECONNECT_DELAYS[Math.min(attempt, RECONNECT_DELAYS.length - 1)]!;
+    setLive("reconnecting", ` (resuming after #${store.lastSeq})`);
+    await new Promise((resolve) => setTimeout(resolve, delay));
+  }
+}
+
+function setupTabs(render: () => void, onAudit: () => void) {
+  const tabs = [...document.querySelectorAll<HTMLButtonElement>("[role=tab]")];
+  const select = (tab: HTMLButtonElement) => {
+    for (const t of tabs) {
+      const selected = t === tab;
+      t.setAttribute("aria-selected", String(selected));
+      t.tabIndex = selected ? 0 : -1;
+      byId(t.getAttribute("aria-controls")!).hidden = !selected;
+    }
+    if (tab.id === "tab-button-audit") onAudit();
+    render();
+  };
+  tabs.forEach((tab, i) => {
+    tab.addEventListener("click", () => select(tab));
+    tab.addEventListener("keydown", (e) => {
+      const to = e.key === "ArrowRight" ? tabs[(i + 1) % tabs.length] : e.key === "ArrowLeft" ? tabs[(i + tabs.length - 1) % tabs.length] : undefined;
+      if (to) {
+        select(to);
+        to.focus();
+      }
+    });
+  });
+}
+
+async function main() {
+  byId("sign-out").addEventListener("click", () => {
+    sessionStorage.removeItem(SESSION);
+    location.reload();
+  });
+  const session = saved() ?? (await signIn());
+  sessionStorage.setItem(SESSION, JSON.stringify(session));
+  try {
+    await board(session);
+  } catch (err) {
+    sessionStorage.removeItem(SESSION);
+    byId("board").hidden = true;
+    byId("sign-in-view").hidden = false;
+    signInMessage(err instanceof ApiError && err.code === "UNAUTHENTICATED" ? "That key is no longer accepted: sign in again." : `The board could not load: ${err instanceof Error ? err.message : "unknown error"}`);
+    void board(await signIn()).catch(() => location.reload());
+  }
+}
+
+void main();

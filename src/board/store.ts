@@ -1,0 +1,130 @@
+// What the board knows: the company's issues, runs, agents and the newest
+// ledger events, kept current by the live stream. Views read it and subscribe
+// to `changed`; nothing here touches the DOM.
+import type { BoardEventFragment, BoardIssueFragment, BoardRunFragment, IssueStatus } from "./generated/graphql.js";
+
+export type Issue = BoardIssueFragment;
+export type Run = BoardRunFragment;
+export type LockEvent = BoardEventFragment;
+
+export const STATUSES: readonly IssueStatus[] = ["OPEN", "CLAIMED", "IN_PROGRESS", "BLOCKED", "ESCALATED", "BACKLOG", "DONE", "CANCELLED"];
+export const PRIORITY_ORDER = { CRITICAL: 0, HIGH: 1, MEDIUM: 2, LOW: 3 } as const;
+
+/** How many events the tail keeps in memory; older ones are a "load older" away. */
+const TAIL_KEEP = 2_000;
+
+/**
+ * A holder's health, from its run: "ok" while its lease has more than a third
+ * left, "warn" in the last third (a heartbeat is overdue), "dead" once the
+ * lease has run out or the run has ended. A dead holder's locks are what
+ * recovery frees.
+ */
+export type Health = "ok" | "warn" | "dead" | "unknown";
+
+export function health(run: Run | undefined, now: number): Health {
+  if (!run) return "unknown";
+  if (run.status !== "RUNNING") return "dead";
+  const expires = Date.parse(run.leaseExpiresAt);
+  if (now >= expires) return "dead";
+  const lease = expires - Date.parse(run.lastHeartbeatAt);
+  return expires - now < lease / 3 ? "warn" : "ok";
+}
+
+export class Store {
+  readonly issues = new Map<string, Issue>();
+  readonly runs = new Map<string, Run>();
+  readonly agents = new Map<string, string>();
+  /** Newest first. */
+  tail: LockEvent[] = [];
+  /** The highest seq applied: where the live stream resumes. */
+  lastSeq = "0";
+  /** Issues changed in the last moments, for the row highlight. */
+  readonly recentlyChanged = new Map<string, number>();
+  private readonly listeners = new Set<() => void>();
+
+  onChange(listener: () => void): void {
+    this.listeners.add(listener);
+  }
+
+  changed(): void {
+    for (const listener of this.listeners) listener();
+  }
+
+  /** An issue as read; an older copy (by updatedAt) never replaces a newer one. */
+  putIssue(issue: Issue): void {
+    const known = this.issues.get(issue.id);
+    if (known && Date.parse(known.updatedAt) > Date.parse(issue.updatedAt)) return;
+    this.issues.set(issue.id, issue);
+  }
+
+  putRun(run: Run): void {
+    this.runs.set(run.id, run);
+  }
+
+  /** Runs RUNNING as of now replace what was known of them; runs that left the list are kept until read again. */
+  putRunning(runs: readonly Run[]): void {
+    for (const run of runs) this.runs.set(run.id, run);
+  }
+
+  /** The tail as first read, newest first. */
+  setTail(events: readonly LockEvent[]): void {
+    this.tail = [...events];
+    if (events[0] && BigInt(events[0].seq) > BigInt(this.lastSeq)) this.lastSeq = events[0].seq;
+  }
+
+  /** Older events, read with "load older". */
+  appendOlder(events: readonly LockEvent[]): void {
+    this.tail.push(...events);
+  }
+
+  /** A live event: applied once (a replay after a reconnect may repeat one), its issue updated in place. */
+  apply(event: LockEvent, issue: Issue, now: number): boolean {
+    if (BigInt(event.seq) <= BigInt(this.lastSeq)) return false;
+    this.lastSeq = event.seq;
+    this.tail.unshift(event);
+    if (this.tail.length > TAIL_KEEP) this.tail.length = TAIL_KEEP;
+    this.putIssue(issue);
+    this.recentlyChanged.set(issue.id, now);
+    return true;
+  }
+
+  /** The run holding an issue: its checkout, or its execution lock. */
+  holderRun(issue: Issue): Run | undefined {
+    const id = issue.checkoutRunId ?? issue.executionRunId;
+    return id ? this.runs.get(id) : undefined;
+  }
+
+  agentName(id: string | null | undefined): string {
+    if (!id) return "";
+    return this.agents.get(id) ?? id.slice(0, 8);
+  }
+
+  /** Issues held by each run. */
+  heldByRun(): Map<string, Issue[]> {
+    const held = new Map<string, Issue[]>();
+    for (const issue of this.issues.values()) {
+      for (const runId of new Set([issue.checkoutRunId, issue.executionRunId])) {
+        if (!runId) continue;
+        const list = held.get(runId) ?? [];
+        list.push(issue);
+        held.set(runId, list);
+      }
+    }
+    return held;
+  }
+
+  /** Run ids that issues point at but the board has not read yet. */
+  unknownRuns(): string[] {
+    const unknown = new Set<string>();
+    for (const issue of this.issues.values()) {
+      for (const runId of [issue.checkoutRunId, issue.executionRunId]) if (runId && !this.runs.has(runId)) unknown.add(runId);
+    }
+    return [...unknown];
+  }
+
+  counts(): Map<IssueStatus, number> {
+    const counts = new Map<IssueStatus, number>(STATUSES.map((s) => [s, 0]));
+    for (const issue of this.issues.values()) counts.set(issue.status, (counts.get(issue.status) ?? 0) + 1);
+    return counts;
+  }
+}

@@ -1,0 +1,141 @@
+// One issue, opened from any view: its fields, its whole history from the
+// ledger, and the operator's fixes (force-release with a reason, requeue,
+// cancel, raise max attempts). Each fix is confirmed first and its answer,
+// a Problem included, is shown as the server gave it.
+import type { Api } from "../api.js";
+import { ApiError } from "../api.js";
+import { byId, fill, h, shortId, span } from "../dom.js";
+import { BoardForceReleaseDocument, BoardHistoryDocument, BoardIssueDetailDocument, BoardUpdateIssueDocument } from "../generated/graphql.js";
+import type { UpdateIssueInput } from "../generated/graphql.js";
+import { health } from "../store.js";
+import type { Issue, LockEvent, Store } from "../store.js";
+import { eventLine } from "./events.js";
+
+type Answer = { __typename: string; message?: string; issue?: Issue };
+
+export class DetailView {
+  private readonly dialog = byId<HTMLDialogElement>("detail");
+  private issueId: string | null = null;
+  private history: LockEvent[] = [];
+
+  constructor(
+    private readonly api: Api,
+    private readonly store: Store,
+    private readonly companyId: string,
+  ) {
+    byId("detail-close").addEventListener("click", () => this.dialog.close());
+    this.dialog.addEventListener("close", () => (this.issueId = null));
+    byId("force-release-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const reason = byId<HTMLTextAreaElement>("force-reason").value.trim();
+      if (!reason) return this.say("A reason is required: it is written to the ledger with the release.");
+      void this.act(`Force-release this issue? Its holder loses both locks.\n\nReason: ${reason}`, async (id) => {
+        const { forceReleaseIssue } = await this.api.request(BoardForceReleaseDocument, { issueId: id, reason });
+        return forceReleaseIssue;
+      });
+    });
+    byId("requeue").addEventListener("click", () => void this.update("Requeue this issue (back to OPEN)?", { status: "OPEN" }));
+    byId("cancel-issue").addEventListener("click", () => void this.update("Cancel this issue? No agent will claim it again.", { status: "CANCELLED" }));
+    byId("raise-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const max = Number(byId<HTMLInputElement>("raise-max").value);
+      const issue = this.issueId ? this.store.issues.get(this.issueId) : undefined;
+      const input: UpdateIssueInput = issue?.status === "ESCALATED" ? { maxAttempts: max, status: "OPEN" } : { maxAttempts: max };
+      void this.update(`Raise max attempts to ${max}${input.status ? " and reopen the issue" : ""}?`, input);
+    });
+  }
+
+  private say(text: string, kind: "ok" | "problem" = "problem") {
+    const answer = byId("action-answer");
+    answer.className = `answer answer-${kind}`;
+    answer.textContent = text;
+  }
+
+  private update(question: string, input: UpdateIssueInput) {
+    return this.act(question, async (id) => (await this.api.request(BoardUpdateIssueDocument, { id, input })).updateIssue);
+  }
+
+  /** Confirms, sends, and shows the answer: the new status, or the Problem's type and message. */
+  private async act(question: string, send: (issueId: string) => Promise<Answer>) {
+    const id = this.issueId;
+    if (!id || !window.confirm(question)) return;
+    try {
+      const answer = await send(id);
+      if (answer.issue) {
+        this.store.putIssue(answer.issue);
+        this.store.changed();
+        this.say(`${answer.__typename}: the issue is ${answer.issue.status}.`, "ok");
+      } else {
+        this.say(`${answer.__typename}: ${answer.message ?? ""}`);
+      }
+    } catch (err) {
+      this.say(err instanceof ApiError ? `${err.code}: ${err.message}` : "the request failed");
+    }
+  }
+
+  async open(issueId: string): Promise<void> {
+    this.issueId = issueId;
+    this.history = [];
+    this.say("", "ok");
+    byId<HTMLTextAreaElement>("force-reason").value = "";
+    this.render();
+    if (!this.dialog.open) this.dialog.showModal();
+    try {
+      const { issue } = await this.api.request(BoardIssueDetailDocument, { id: issueId });
+      if (this.issueId !== issueId) return;
+      if (issue) {
+        this.store.putIssue(issue);
+        byId("detail-description").textContent = issue.description ?? "";
+      }
+      await this.loadHistory();
+    } catch (err) {
+      this.say(err instanceof ApiError ? `${err.code}: ${err.message}` : "could not read the issue");
+    }
+  }
+
+  /** The issue's events after the last one shown, a page at a time. */
+  private async loadHistory() {
+    const id = this.issueId;
+    if (!id) return;
+    for (;;) {
+      const { lockEvents } = await this.api.request(BoardHistoryDocument, { companyId: this.companyId, issueId: id, afterSeq: this.history.at(-1)?.seq ?? null });
+      if (this.issueId !== id) return;
+      this.history.push(...lockEvents);
+      if (lockEvents.length < 1000) break;
+    }
+    this.render();
+  }
+
+  /** A live event: the open issue's history gains it. */
+  onEvent(event: LockEvent): void {
+    if (event.issueId === this.issueId) void this.loadHistory();
+  }
+
+  render(now = Date.now()): void {
+    const issue = this.issueId ? this.store.issues.get(this.issueId) : undefined;
+    if (!issue) return;
+    const run = this.store.holderRun(issue);
+    const held = issue.checkoutRunId ?? issue.executionRunId;
+    byId("detail-title").textContent = issue.title;
+    const field = (label: string, value: string) => [h("dt", {}, label), h("dd", {}, value)];
+    fill(
+      byId("detail-fields"),
+      ...field("Id", issue.id),
+      ...field("Status", issue.status),
+      ...field("Priority", issue.priority),
+      ...field("Assignee", this.store.agentName(issue.assigneeAgentId) || "unassigned"),
+      ...field("Checkout", issue.checkoutRunId ? `run ${shortId(issue.checkoutRunId)}` : "free"),
+      ...field("Execution lock", issue.executionRunId ? `run ${shortId(issue.executionRunId)}` : "free"),
+      ...field(
+        "Holder",
+        held ? (run ? `${this.store.agentName(run.agentId)}, heartbeat ${span(now - Date.parse(run.lastHeartbeatAt))} ago (${health(run, now)})` : `run ${shortId(held)}`) : "none",
+      ),
+      ...field("Lock epoch", String(issue.lockEpoch)),
+      ...field("Attempts", `${issue.attemptCount} of ${issue.maxAttempts}`),
+    );
+    const raise = byId<HTMLInputElement>("raise-max");
+    raise.min = String(issue.attemptCount + 1);
+    if (!raise.value || Number(raise.value) <= issue.maxAttempts) raise.value = String(issue.maxAttempts + 1);
+    fill(byId("detail-history"), ...this.history.map((e) => eventLine(this.store, e)));
+  }
+}

@@ -1,0 +1,216 @@
+// The issues view: every issue of the company with its holder and the
+// holder's heartbeat, filtered, sorted and shown a page at a time. Rows are
+// kept per issue and updated cell by cell, so a live change (or the heartbeat
+// clock) never rebuilds the table or moves the keyboard focus.
+import { byId, fill, h, shortId, span } from "../dom.js";
+import { health, PRIORITY_ORDER, STATUSES } from "../store.js";
+import type { Issue, Store } from "../store.js";
+import type { IssueStatus } from "../generated/graphql.js";
+
+const PAGE_SIZE = 100;
+
+type SortKey = "status" | "title" | "priority" | "assignee" | "heartbeat" | "epoch" | "attempts" | "created";
+
+const COLUMNS: { key: SortKey; label: string }[] = [
+  { key: "status", label: "Status" },
+  { key: "title", label: "Title" },
+  { key: "priority", label: "Priority" },
+  { key: "assignee", label: "Assignee" },
+  { key: "heartbeat", label: "Holder · heartbeat" },
+  { key: "epoch", label: "Epoch" },
+  { key: "attempts", label: "Attempts" },
+  { key: "created", label: "Created" },
+];
+
+interface Row {
+  tr: HTMLTableRowElement;
+  cells: HTMLTableCellElement[];
+  shown: string[];
+}
+
+export class IssuesView {
+  private readonly statuses = new Set<IssueStatus>();
+  private agent = "";
+  private text = "";
+  private sort: { key: SortKey; dir: 1 | -1 } = { key: "priority", dir: 1 };
+  private page = 0;
+  private readonly rows = new Map<string, Row>();
+  private readonly chips = new Map<IssueStatus, { button: HTMLButtonElement; count: HTMLSpanElement }>();
+  private readonly tbody = byId<HTMLTableSectionElement>("issues-body");
+
+  constructor(
+    private readonly store: Store,
+    private readonly open: (issueId: string) => void,
+  ) {
+    byId<HTMLInputElement>("issue-search").addEventListener("input", (e) => {
+      this.text = (e.target as HTMLInputElement).value.trim().toLowerCase();
+      this.page = 0;
+      this.render(Date.now());
+    });
+    byId<HTMLSelectElement>("issue-agent").addEventListener("change", (e) => {
+      this.agent = (e.target as HTMLSelectElement).value;
+      this.page = 0;
+      this.render(Date.now());
+    });
+    byId("issues-prev").addEventListener("click", () => this.turn(-1));
+    byId("issues-next").addEventListener("click", () => this.turn(1));
+    fill(
+      byId("issues-head"),
+      h("tr", {}, ...COLUMNS.map((c) => h("th", { scope: "col", "data-key": c.key }, h("button", { type: "button", class: "sort", onclick: () => this.sortBy(c.key) }, c.label)))),
+    );
+  }
+
+  private turn(by: number) {
+    this.page += by;
+    this.render(Date.now());
+  }
+
+  private sortBy(key: SortKey) {
+    this.sort = { key, dir: this.sort.key === key ? (-this.sort.dir as 1 | -1) : 1 };
+    this.render(Date.now());
+  }
+
+  private toggleStatus(status: IssueStatus) {
+    if (this.statuses.has(status)) this.statuses.delete(status);
+    else this.statuses.add(status);
+    this.page = 0;
+    this.render(Date.now());
+  }
+
+  /** The status chips with their counts (built once, so focus stays), and the agent filter's choices. */
+  private renderFilters() {
+    const counts = this.store.counts();
+    for (const status of STATUSES) {
+      let chip = this.chips.get(status);
+      if (!chip) {
+        chip = { button: h("button", { type: "button", class: `chip status-${status}`, onclick: () => this.toggleStatus(status) }), count: h("span", { class: "count" }) };
+        chip.button.append(`${status} `, chip.count);
+        byId("status-filter").append(chip.button);
+        this.chips.set(status, chip);
+      }
+      chip.button.setAttribute("aria-pressed", String(this.statuses.has(status)));
+      chip.count.textContent = String(counts.get(status) ?? 0);
+    }
+    const select = byId<HTMLSelectElement>("issue-agent");
+    if (select.options.length !== this.store.agents.size + 1) {
+      fill(
+        select,
+        h("option", { value: "" }, "Any agent"),
+        ...[...this.store.agents].map(([id, name]) => h("option", { value: id, selected: id === this.agent }, name)),
+      );
+    }
+  }
+
+  private matches(issue: Issue): boolean {
+    if (this.statuses.size > 0 && !this.statuses.has(issue.status)) return false;
+    if (this.agent) {
+      const holder = this.store.holderRun(issue);
+      if (issue.assigneeAgentId !== this.agent && holder?.agentId !== this.agent) return false;
+    }
+    if (this.text && !issue.title.toLowerCase().includes(this.text) && !issue.id.startsWith(this.text)) return false;
+    return true;
+  }
+
+  private compare(now: number): (a: Issue, b: Issue) => number {
+    const store = this.store;
+    const heartbeat = (i: Issue) => {
+      const run = store.holderRun(i);
+      return run ? now - Date.parse(run.lastHeartbeatAt) : -1;
+    };
+    const keyOf: Record<SortKey, (i: Issue) => string | number> = {
+      status: (i) => STATUSES.indexOf(i.status),
+      title: (i) => i.title.toLowerCase(),
+      priority: (i) => PRIORITY_ORDER[i.priority],
+      assignee: (i) => store.agentName(i.assigneeAgentId),
+      heartbeat,
+      epoch: (i) => i.lockEpoch,
+      attempts: (i) => i.attemptCount,
+      created: (i) => Date.parse(i.createdAt),
+    };
+    const key = keyOf[this.sort.key];
+    const dir = this.sort.dir;
+    return (a, b) => {
+      const x = key(a);
+      const y = key(b);
+      if (x !== y) return (x < y ? -1 : 1) * dir;
+      return Date.parse(a.createdAt) - Date.parse(b.createdAt) || (a.id < b.id ? -1 : 1);
+    };
+  }
+
+  /** The cells of one issue, as text, and the class of its heartbeat cell. */
+  private cellsOf(issue: Issue, now: number): { text: string[]; beat: string } {
+    const run = this.store.holderRun(issue);
+    const held = issue.checkoutRunId ?? issue.executionRunId;
+    let holder = "";
+    let beat = "";
+    if (held) {
+      const state = health(run, now);
+      const who = run ? `${this.store.agentName(run.agentId)} · run ${shortId(held)}` : `run ${shortId(held)}`;
+      const age = run ? `heartbeat ${span(now - Date.parse(run.lastHeartbeatAt))} ago` : "…";
+      holder = `${who} · ${state === "dead" ? `dead (${age})` : age}`;
+      beat = state;
+    }
+    return {
+      text: [
+        issue.status,
+        issue.title,
+        issue.priority,
+        this.store.agentName(issue.assigneeAgentId),
+        holder,
+        String(issue.lockEpoch),
+        `${issue.attemptCount} / ${issue.maxAttempts}`,
+        new Date(issue.createdAt).toLocaleString(),
+      ],
+      beat,
+    };
+  }
+
+  private row(issue: Issue): Row {
+    let row = this.rows.get(issue.id);
+    if (!row) {
+      const cells = COLUMNS.map(() => h("td"));
+      const title = h("button", { type: "button", class: "link", onclick: () => this.open(issue.id) });
+      cells[1]!.append(title);
+      row = { tr: h("tr", { "data-issue": issue.id }, ...cells), cells, shown: [] };
+      this.rows.set(issue.id, row);
+    }
+    return row;
+  }
+
+  render(now: number): void {
+    this.renderFilters();
+    const all = [...this.store.issues.values()].filter((i) => this.matches(i));
+    all.sort(this.compare(now));
+    const pages = Math.max(1, Math.ceil(all.length / PAGE_SIZE));
+    this.page = Math.min(Math.max(this.page, 0), pages - 1);
+    const visible = all.slice(this.page * PAGE_SIZE, (this.page + 1) * PAGE_SIZE);
+    const trs: HTMLTableRowElement[] = [];
+    for (const issue of visible) {
+      const row = this.row(issue);
+      const { text, beat } = this.cellsOf(issue, now);
+      text.forEach((value, i) => {
+        if (row.shown[i] === value) return;
+        const cell = row.cells[i]!;
+        if (i === 1) cell.firstElementChild!.textContent = value;
+        else cell.textContent = value;
+      });
+      row.shown = text;
+      row.cells[0]!.className = `status status-${issue.status}`;
+      row.cells[4]!.className = beat ? `beat beat-${beat}` : "beat";
+      const changedAt = this.store.recentlyChanged.get(issue.id);
+      row.tr.classList.toggle("changed", changedAt !== undefined && now - changedAt < 1500);
+      trs.push(row.tr);
+    }
+    const current = [...this.tbody.children];
+    if (current.length !== trs.length || current.some((tr, i) => tr !== trs[i])) this.tbody.replaceChildren(...trs);
+    for (const [id, row] of this.rows) if (!row.tr.isConnected) this.rows.delete(id);
+    for (const th of byId("issues-head").querySelectorAll("th")) {
+      const key = th.getAttribute("data-key");
+      if (key === this.sort.key) th.setAttribute("aria-sort", this.sort.dir === 1 ? "ascending" : "descending");
+      else th.removeAttribute("aria-sort");
+    }
+    byId("issues-page").textContent = `${all.length.toLocaleString()} issues · page ${this.page + 1} of ${pages}`;
+    byId<HTMLButtonElement>("issues-prev").disabled = this.page === 0;
+    byId<HTMLButtonElement>("issues-next").disabled = this.page >= pages - 1;
+  }
+}

@@ -1,0 +1,268 @@
+// The live board (/board) in a real browser: Debian's chromium driven by
+// playwright-core. The page is reached through a small TCP proxy in front of
+// the API, so a test can drop its connections and watch it resume. Every
+// request the page makes must stay on that origin.
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import net from "node:net";
+import type { AddressInfo } from "node:net";
+import path from "node:path";
+import { promisify } from "node:util";
+import { chromium } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { ADMIN_TOKEN, createCompany, Ops, startHarness } from "./helpers/harness.js";
+import type { Company, Harness } from "./helpers/harness.js";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const ROOT = path.resolve(import.meta.dirname, "..");
+const XSS_TITLE = `<img src=x onerror="window.__pwned=1">`;
+const XSS_REASON = `<script>window.__pwned=2</script> stuck since Monday`;
+
+let h: Harness;
+let co: Company;
+let browser: Browser;
+let page: Page;
+let proxy: Proxy;
+let origin: string;
+const external: string[] = [];
+const issues: Record<string, string> = {};
+let runId: string;
+
+/** A TCP proxy to the API whose connections a test can cut, and refuse while paused. */
+interface Proxy {
+  port: number;
+  paused: boolean;
+  cut(): void;
+  close(): Promise<void>;
+}
+
+async function startProxy(target: number): Promise<Proxy> {
+  const sockets = new Set<net.Socket>();
+  const state = { paused: false };
+  const server = net.createServer((client) => {
+    if (state.paused) return void client.destroy();
+    const upstream = net.connect(target, "127.0.0.1");
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
+      s.on("error", () => {});
+    }
+    client.pipe(upstream).pipe(client);
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    get paused() {
+      return state.paused;
+    },
+    set paused(value: boolean) {
+      state.paused = value;
+    },
+    cut() {
+      for (const s of sockets) s.destroy();
+    },
+    close: () => new Promise<void>((resolve) => {
+      for (const s of sockets) s.destroy();
+      server.close(() => resolve());
+    }),
+  };
+}
+
+const row = (title: string) => page.locator("#issues-body tr", { has: page.getByRole("button", { name: title, exact: true }) });
+const cell = (title: string, column: number) => row(title).locator("td").nth(column);
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install chromium (.ci/run does), or set CHROMIUM_PATH`);
+  h = await startHarness();
+  co = await createCompany(h, 2);
+  const [agent1, agent2] = co.agents;
+  for (const [key, title, assignee] of [
+    ["held", "Held by agent one", agent1!.id],
+    ["live", "Watched live", agent1!.id],
+    ["lapse", "Lease will lapse", agent2!.id],
+    ["force", "Force-release me", agent1!.id],
+    ["xss", XSS_TITLE, agent1!.id],
+    ["free", "Nobody holds this", null],
+  ] as const) {
+    const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title, assigneeAgentId: assignee, priority: "LOW" } });
+    issues[key] = createIssue.id;
+  }
+  runId = (await agent1!.client.ok(Ops.StartRunDocument)).startRun.id;
+  await agent1!.client.ok(Ops.ClaimIssueDocument, { runId, issueId: issues.held });
+
+  proxy = await startProxy(new URL(h.url).port ? Number(new URL(h.url).port) : 80);
+  origin = `http://127.0.0.1:${proxy.port}`;
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  page = await browser.newPage();
+  page.on("dialog", (dialog) => void dialog.accept());
+  await page.route("**/*", (route) => {
+    const url = route.request().url();
+    if (url.startsWith(origin)) return route.continue();
+    external.push(url);
+    return route.abort();
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await proxy?.close();
+  await h?.close();
+});
+
+it("serves the page with a policy that allows no inline script and no other origin", async () => {
+  const res = await fetch(`${origin}/board`);
+  expect(res.status).toBe(200);
+  const policy = res.headers.get("content-security-policy") ?? "";
+  expect(policy).toContain("script-src 'self'");
+  expect(policy).toContain("connect-src 'self'");
+  expect(policy).not.toContain("unsafe-inline");
+  expect((await fetch(`${origin}/board/../package.json`)).status).toBe(404);
+  expect((await fetch(`${origin}/board/nothing.js`)).status).toBe(404);
+});
+
+it("refuses a wrong key with a message, and signs in with a board key: the seeded issues with their holders", async () => {
+  await page.goto(`${origin}/board`);
+  await page.getByLabel("Board key").fill("not-a-real-key-0123456789");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect.poll(() => page.locator("#sign-in-message").innerText()).toContain("not accepted");
+
+  await page.getByLabel("Board key").fill(co.board.token!);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.locator("#board[data-loaded='6']").waitFor();
+  expect(await cell("Held by agent one", 0).innerText()).toBe("CLAIMED");
+  expect(await cell("Held by agent one", 4).innerText()).toMatch(/^Agent 1 · run [0-9a-f]{8} · heartbeat \d+ s ago$/);
+  expect(await cell("Nobody holds this", 0).innerText()).toBe("OPEN");
+  expect(await cell("Nobody holds this", 4).innerText()).toBe("");
+  // The key is in this tab's sessionStorage, and nowhere in the URL.
+  expect(page.url()).toBe(`${origin}/board`);
+  expect(await page.evaluate(() => sessionStorage.getItem("baton.board"))).toContain(co.board.token!);
+  expect(await page.evaluate(() => localStorage.length)).toBe(0);
+});
+
+it("shows a claim, an acquire and a release as they commit, without reload; the event tail gains them in order", async () => {
+  const navigations: string[] = [];
+  page.on("framenavigated", (f) => navigations.push(f.url()));
+  const agent = co.agents[0]!.client;
+  const before = Number((await h.one<{ seq: string }>("SELECT coalesce(max(seq), 0) AS seq FROM lock_events WHERE company_id = $1", [co.id])).seq);
+
+  await agent.ok(Ops.ClaimIssueDocument, { runId, issueId: issues.live });
+  await expect.poll(() => cell("Watched live", 0).innerText(), { timeout: 5000 }).toBe("CLAIMED");
+  await agent.ok(Ops.AcquireExecutionDocument, { runId, issueId: issues.live });
+  await expect.poll(() => cell("Watched live", 0).innerText(), { timeout: 5000 }).toBe("IN_PROGRESS");
+  expect(await cell("Watched live", 6).innerText()).toBe("1 / 3");
+  await agent.ok(Ops.ReleaseIssueDocument, { runId, issueId: issues.live, outcome: "DONE" });
+  await expect.poll(() => cell("Watched live", 0).innerText(), { timeout: 5000 }).toBe("DONE");
+  expect(navigations).toEqual([]);
+
+  await page.getByRole("tab", { name: "Events" }).click();
+  const events = page.locator("#events-list li");
+  await expect.poll(async () => (await events.count()) >= 3).toBe(true);
+  const newest = await events.evaluateAll((lis) => lis.slice(0, 3).map((li) => [Number(li.getAttribute("data-seq")), li.querySelector(".kind")!.textContent]));
+  expect(newest).toEqual([
+    [before + 3, "RELEASED"],
+    [before + 2, "EXECUTION_ACQUIRED"],
+    [before + 1, "CLAIMED"],
+  ]);
+  await page.getByRole("tab", { name: "Issues" }).click();
+});
+
+it("after a dropped connection shows that it is reconnecting, then resumes after its last seq without missing a change", async () => {
+  proxy.paused = true;
+  proxy.cut();
+  await expect.poll(() => page.locator("#live").innerText()).toContain("Reconnecting");
+  // A change made while the board is cut off arrives when it resumes (afterSeq).
+  const agent = co.agents[0]!.client;
+  await agent.ok(Ops.ClaimIssueDocument, { runId, issueId: issues.force });
+  proxy.paused = false;
+  await expect.poll(() => cell("Force-release me", 0).innerText(), { timeout: 15_000 }).toBe("CLAIMED");
+  await expect.poll(() => page.locator("#live").innerText(), { timeout: 15_000 }).toBe("Live");
+});
+
+it("shows a holder whose lease lapsed as dead, and the row OPEN again after `npm run recovery -- --once`", async () => {
+  const agent2 = co.agents[1]!.client;
+  const run2 = (await agent2.ok(Ops.StartRunDocument)).startRun.id;
+  await agent2.ok(Ops.ClaimIssueDocument, { runId: run2, issueId: issues.lapse });
+  await expect.poll(() => cell("Lease will lapse", 0).innerText(), { timeout: 5000 }).toBe("CLAIMED");
+  await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second', last_heartbeat_at = now() - interval '61 seconds' WHERE id = $1", [run2]);
+  // The board re-reads runs every 5 s: heartbeats are not lock changes.
+  await expect.poll(() => cell("Lease will lapse", 4).innerText(), { timeout: 15_000 }).toContain("dead");
+  expect(await cell("Lease will lapse", 4).getAttribute("class")).toContain("beat-dead");
+
+  await page.getByRole("tab", { name: "Runs" }).click();
+  await expect.poll(() => page.locator("#runs-summary").innerText()).toContain("1 dead but still holding locks");
+  await page.getByRole("tab", { name: "Issues" }).click();
+
+  await promisify(execFile)("npm", ["run", "--silent", "recovery", "--", "--once"], { cwd: ROOT, env: { ...process.env, DATABASE_URL: h.database.url, REDIS_URL: "" } });
+  await expect.poll(() => cell("Lease will lapse", 0).innerText(), { timeout: 10_000 }).toBe("OPEN");
+  expect(await cell("Lease will lapse", 4).innerText()).toBe("");
+});
+
+it("force-releases from the page with a typed reason: a FORCE_RELEASED event carries it, and the answer is shown", async () => {
+  await row("Force-release me").getByRole("button").click();
+  const dialog = page.getByRole("dialog");
+  await expect.poll(() => dialog.locator("#detail-title").innerText()).toBe("Force-release me");
+  await dialog.getByRole("button", { name: "Force release" }).click();
+  await expect.poll(() => dialog.locator("#action-answer").innerText()).toContain("reason is required");
+
+  await dialog.getByLabel("Reason (required)").fill(XSS_REASON);
+  await dialog.getByRole("button", { name: "Force release" }).click();
+  await expect.poll(() => dialog.locator("#action-answer").innerText()).toBe("IssueReleased: the issue is OPEN.");
+  const event = await h.one<{ kind: string; reason: string }>("SELECT kind, reason FROM lock_events WHERE issue_id = $1 ORDER BY seq DESC LIMIT 1", [issues.force]);
+  expect(event).toEqual({ kind: "FORCE_RELEASED", reason: XSS_REASON });
+  // The history shows the event, and its reason as text.
+  await expect.poll(() => dialog.locator("#detail-history").innerText()).toContain(`FORCE_RELEASED → OPEN`);
+  expect(await dialog.locator("#detail-history").innerText()).toContain(XSS_REASON);
+
+  // A Problem is an answer too: CANCELLED is terminal, so requeueing it is not a transition.
+  await dialog.getByRole("button", { name: "Cancel issue" }).click();
+  await expect.poll(() => dialog.locator("#action-answer").innerText()).toBe("IssueUpdated: the issue is CANCELLED.");
+  await dialog.getByRole("button", { name: "Requeue" }).click();
+  await expect.poll(() => dialog.locator("#action-answer").innerText()).toMatch(/^InvalidTransition: /);
+  await dialog.getByRole("button", { name: "Close" }).click();
+});
+
+it("shows titles and reasons written as HTML as literal text, and runs none of their script", async () => {
+  expect(await row(XSS_TITLE).count()).toBe(1);
+  expect(await page.locator("#issues-body img").count()).toBe(0);
+  await page.getByRole("tab", { name: "Events" }).click();
+  await expect.poll(() => page.locator("#events-list").innerText()).toContain(XSS_REASON);
+  expect(await page.locator("#events-list script").count()).toBe(0);
+  expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+  await page.getByRole("tab", { name: "Issues" }).click();
+});
+
+it("shows the audit figures, none red on a healthy company", async () => {
+  await page.getByRole("tab", { name: "Audit" }).click();
+  const figure = (key: string) => page.locator(`[data-figure=${key}]`);
+  await figure("doubleClaims").waitFor();
+  for (const key of ["doubleClaims", "halfReleasedLocks"]) {
+    expect(await figure(key).locator("strong").innerText()).toBe("0");
+    expect(await figure(key).getAttribute("class")).toContain("figure-good");
+  }
+  await page.getByRole("tab", { name: "Issues" }).click();
+});
+
+it("signs in with the admin token and a company picker", async () => {
+  const other = await browser.newPage();
+  try {
+    await other.goto(`${origin}/board`);
+    await other.getByLabel("Board key").fill(ADMIN_TOKEN);
+    await other.getByRole("button", { name: "Sign in" }).click();
+    await other.getByLabel("Company").selectOption(co.id);
+    await other.getByRole("button", { name: "Open board" }).click();
+    await other.locator("#board[data-loaded='6']").waitFor();
+    expect(await other.locator("#company-name").innerText()).toBe("Acme");
+  } finally {
+    await other.close();
+  }
+});
+
+it("made no request outside the API's origin", () => {
+  expect(external).toEqual([]);
+});
