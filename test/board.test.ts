@@ -26,7 +26,7 @@ let page: Page;
 let proxy: Proxy;
 let origin: string;
 const external: string[] = [];
-const issues: Record<string, string> = {};
+const issues: Record<"held" | "live" | "lapse" | "force" | "xss" | "free", string> = { held: "", live: "", lapse: "", force: "", xss: "", free: "" };
 let runId: string;
 
 /** A TCP proxy to the API whose connections a test can cut, and refuse while paused. */
