@@ -17,6 +17,7 @@ const SCENARIOS: Record<string, () => Promise<{ run(o: BenchOptions): Promise<Sc
   scale: () => import("./scale.js"),
   ledger: () => import("./ledger.js"),
   hostile: () => import("./hostile.js"),
+  board: () => import("./board.js"),
 };
 
 const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, only: { type: "string" } } });

@@ -48,10 +48,11 @@ export class Api {
   }
 
   /**
-   * A subscription over SSE: calls `next` for each result until the stream
-   * ends (resolves) or fails (rejects with ApiError). `signal` ends it.
+   * A subscription over SSE: calls `opened` once the server has accepted it,
+   * then `next` for each result until the stream ends (resolves) or fails
+   * (rejects with ApiError). `signal` ends it.
    */
-  async subscribe<R, V>(document: Doc<R, V>, variables: V, next: (data: R) => void, signal: AbortSignal): Promise<void> {
+  async subscribe<R, V>(document: Doc<R, V>, variables: V, handlers: { opened(): void; next(data: R): void }, signal: AbortSignal): Promise<void> {
     let response: Response;
     try {
       response = await fetch(ENDPOINT, {
@@ -65,6 +66,7 @@ export class Api {
       throw new ApiError("the server did not answer", "UNREACHABLE");
     }
     if (!response.ok || !response.body) throw new ApiError(`the server answered ${response.status}`, response.status === 401 ? "UNAUTHENTICATED" : "UNREACHABLE");
+    handlers.opened();
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
     try {
@@ -87,7 +89,7 @@ export class Api {
           const result = JSON.parse(data) as { data?: R; errors?: { message: string; extensions?: { code?: string } }[] };
           const error = result.errors?.[0];
           if (error) throw new ApiError(error.message, error.extensions?.code ?? "ERROR");
-          if (result.data) next(result.data);
+          if (result.data) handlers.next(result.data);
         }
       }
     } catch (err) {

@@ -95,8 +95,6 @@ async function board(session: Session) {
   byId("board").hidden = false;
   setLive("connecting");
 
-  const { company } = await api.request(BoardCompanyDocument, { id: session.companyId });
-  byId("company-name").textContent = company?.name ?? session.companyId;
 
   const detail = new DetailView(api, store, session.companyId);
   const open = (id: string) => void detail.open(id);
@@ -151,8 +149,12 @@ async function board(session: Session) {
   };
 
   // 1. Where the live stream will start: the newest event already committed.
+  //    Everything below is read after it, so a change committed since is replayed by afterSeq.
   const { lockEvents: tail } = await api.request(BoardTailDocument, { companyId: session.companyId, beforeSeq: null });
   store.setTail(tail);
+  const firstPage = loadPage(api, session.companyId, null);
+  const [{ company }] = await Promise.all([api.request(BoardCompanyDocument, { id: session.companyId }), readAgents(), readRuns()]);
+  byId("company-name").textContent = company?.name ?? session.companyId;
   // 2. Start the live stream: events after that seq are replayed, then live.
   void live(api, store, session.companyId, (event) => {
     detail.onEvent(event);
@@ -160,12 +162,10 @@ async function board(session: Session) {
     const runId = event.checkoutRunId ?? event.executionRunId;
     if (runId && !store.runs.has(runId)) void readUnknownRuns().then(() => render());
   });
-  // 3. Agents, runs and every issue (pages of 500, drawn as they arrive).
-  await readAgents();
-  await readRuns();
+  // 3. Every issue, pages of 500, drawn as they arrive.
   let after: string | null = null;
   for (;;) {
-    const page: Awaited<ReturnType<typeof loadPage>> = await loadPage(api, session.companyId, after);
+    const page: Awaited<ReturnType<typeof loadPage>> = await (after === null ? firstPage : loadPage(api, session.companyId, after));
     for (const edge of page.edges) store.putIssue(edge.node);
     store.changed();
     if (!page.pageInfo.hasNextPage) break;
@@ -192,14 +192,17 @@ async function live(api: Api, store: Store, companyId: string, seen: (event: Par
       await api.subscribe(
         BoardLiveDocument,
         { companyId, afterSeq: store.lastSeq },
-        ({ lockChanged }) => {
-          attempt = 0;
-          setLive("live");
-          const { issue, ...event } = lockChanged;
-          if (store.apply(event, issue, Date.now())) {
-            seen(event);
-            store.changed();
-          }
+        {
+          opened: () => setLive("live"),
+          next({ lockChanged }) {
+            // Backoff starts over only once events flow: a stream that opens and dies at once keeps backing off.
+            attempt = 0;
+            const { issue, ...event } = lockChanged;
+            if (store.apply(event, issue, Date.now())) {
+              seen(event);
+              store.changed();
+            }
+          },
         },
         controller.signal,
       );
