@@ -4,8 +4,8 @@
 # developed on, so a test checks this file against the repository instead
 # (test/docker.test.ts).
 
-# Build: every dependency, Prisma's client, the compiled JavaScript; then
-# drop the development dependencies.
+# Build: every dependency, Prisma's client, the compiled JavaScript and the
+# board's bundle; then drop the development dependencies.
 FROM node:20-bookworm-slim AS build
 # The lockfile is npm 11's (its allowScripts decide which install scripts run).
 RUN npm install -g npm@11 --no-audit --no-fund
@@ -13,9 +13,10 @@ WORKDIR /app
 COPY package.json package-lock.json prisma.config.ts codegen.ts schema.graphql tsconfig.json tsconfig.build.json ./
 COPY prisma ./prisma
 COPY test/operations ./test/operations
-RUN npm ci --no-audit --no-fund
 COPY src ./src
-RUN npm run build && npm prune --omit=dev --no-audit --no-fund
+# npm ci's postinstall generates Prisma's client and the typed documents, then
+# builds dist/: the API, the CLI, the SDK and the board's page.
+RUN npm ci --no-audit --no-fund && npm prune --omit=dev --no-audit --no-fund
 
 # Run: production dependencies, dist/ and the migrations, as the unprivileged
 # `node` user. The first SIGTERM (docker stop) drains and exits 0.

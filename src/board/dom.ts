@@ -52,3 +52,21 @@ export function shortId(id: string | null | undefined): string {
 export function time(iso: string): string {
   return new Date(iso).toLocaleTimeString();
 }
+
+/**
+ * Redraws a part of the page without losing the keyboard focus: the focused
+ * element's `data-focus` key is found again in the new content and focused.
+ */
+export function keepFocus(container: Element, redraw: () => void): void {
+  const active = document.activeElement;
+  const key = active && container.contains(active) ? active.getAttribute("data-focus") : null;
+  redraw();
+  if (key === null || (active && active.isConnected)) return;
+  const again = container.querySelector<HTMLElement>(`[data-focus="${CSS.escape(key)}"]`);
+  again?.focus({ preventScroll: true });
+}
+
+/** Sets an element's text only when it changes (live regions announce every write). */
+export function setText(el: Element, text: string): void {
+  if (el.textContent !== text) el.textContent = text;
+}

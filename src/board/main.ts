@@ -3,7 +3,7 @@
 // drop). The issues list is never polled; runs are re-read every few seconds
 // because heartbeats are not lock changes.
 import { Api, ApiError } from "./api.js";
-import { byId, fill, h } from "./dom.js";
+import { byId, fill, h, setText } from "./dom.js";
 import {
   BoardAgentsDocument,
   BoardCompaniesDocument,
@@ -39,6 +39,39 @@ function saved(): Session | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * A read that runs once at a time: calls while it runs share one more run
+ * after it, so a burst of callers costs at most two reads.
+ */
+function coalesced(read: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | null = null;
+  let again: Promise<void> | null = null;
+  const start = (): Promise<void> => (running = read().finally(() => (running = null)));
+  return () => {
+    if (!running) return start();
+    return (again ??= running.catch(() => {}).then(() => {
+      again = null;
+      return start();
+    }));
+  };
+}
+
+/** Errors that retrying cannot fix: the key is gone, or may not read this company. */
+function refused(err: unknown): err is ApiError {
+  return err instanceof ApiError && (err.code === "UNAUTHENTICATED" || err.code === "FORBIDDEN");
+}
+
+/** Forgets the key and starts over at the sign-in form, saying why. */
+function signOut(why: string): void {
+  sessionStorage.removeItem(SESSION);
+  sessionStorage.setItem(`${SESSION}.why`, why);
+  location.reload();
+}
+
+function signOutIfRefused(err: unknown): void {
+  if (refused(err)) signOut(err.message);
 }
 
 function signInMessage(text: string) {
@@ -85,7 +118,7 @@ function signIn(): Promise<Session> {
 function setLive(state: "connecting" | "live" | "reconnecting", detail = "") {
   const el = byId("live");
   el.className = `live live-${state}`;
-  el.textContent = state === "live" ? "Live" : state === "connecting" ? "Connecting…" : `Reconnecting…${detail}`;
+  setText(el, state === "live" ? "Live" : state === "connecting" ? "Connecting…" : `Reconnecting…${detail}`);
 }
 
 async function board(session: Session) {
@@ -100,12 +133,7 @@ async function board(session: Session) {
   const open = (id: string) => void detail.open(id);
   const issues = new IssuesView(store, open);
   const runs = new RunsView(store, open);
-  const events = new EventsView(store, open, async () => {
-    const oldest = store.tail.at(-1)?.seq;
-    if (!oldest) return;
-    const { lockEvents } = await api.request(BoardTailDocument, { companyId: session.companyId, beforeSeq: oldest });
-    store.appendOlder(lockEvents);
-  });
+  const events = new EventsView(api, store, session.companyId, open);
   const audit = new AuditView(api, session.companyId);
 
   // Drawing waits for the next frame, so a burst of events is drawn once. The
@@ -131,22 +159,23 @@ async function board(session: Session) {
   setupTabs(() => render(), () => void audit.refresh());
 
   // Runs that issues point at but the RUNNING list lacks (expired, ended): read one by one.
-  const readUnknownRuns = async () => {
+  const readUnknownRuns = coalesced(async () => {
     for (const id of store.unknownRuns().slice(0, 50)) {
       const { run } = await api.request(BoardRunDocument, { id });
       if (run) store.putRun(run);
     }
-  };
-  const readRuns = async () => {
+    store.changed();
+  });
+  const readRuns = coalesced(async () => {
     const { runs: running } = await api.request(BoardRunsDocument, { companyId: session.companyId });
     store.putRunning(running);
     await readUnknownRuns();
-    store.changed();
-  };
-  const readAgents = async () => {
+  });
+  const readAgents = coalesced(async () => {
     const { agents } = await api.request(BoardAgentsDocument, { companyId: session.companyId });
     for (const a of agents) store.agents.set(a.id, a.name);
-  };
+    store.changed();
+  });
 
   // 1. Where the live stream will start: the newest event already committed.
   //    Everything below is read after it, so a change committed since is replayed by afterSeq.
@@ -158,9 +187,10 @@ async function board(session: Session) {
   // 2. Start the live stream: events after that seq are replayed, then live.
   void live(api, store, session.companyId, (event) => {
     detail.onEvent(event);
-    if (event.agentId && !store.agents.has(event.agentId)) void readAgents().then(() => render());
+    // A burst of events naming new agents or runs makes one read of each at a time, not one per event.
+    if (event.agentId && !store.agents.has(event.agentId)) readAgents().catch(signOutIfRefused);
     const runId = event.checkoutRunId ?? event.executionRunId;
-    if (runId && !store.runs.has(runId)) void readUnknownRuns().then(() => render());
+    if (runId && !store.runs.has(runId)) readUnknownRuns().catch(signOutIfRefused);
   });
   // 3. Every issue, pages of 500, drawn as they arrive.
   let after: string | null = null;
@@ -175,7 +205,7 @@ async function board(session: Session) {
   byId("board").setAttribute("data-loaded", String(store.issues.size));
   render();
 
-  setInterval(() => void readRuns().catch(() => {}), RUNS_EVERY_MS);
+  setInterval(() => readRuns().catch(signOutIfRefused), RUNS_EVERY_MS);
   // Heartbeat ages and leases move with the clock.
   setInterval(() => render(false), 1000);
 }
@@ -188,6 +218,7 @@ async function loadPage(api: Api, companyId: string, after: string | null) {
 async function live(api: Api, store: Store, companyId: string, seen: (event: Parameters<Store["apply"]>[0]) => void) {
   for (let attempt = 0; ; attempt++) {
     const controller = new AbortController();
+    let problem = "";
     try {
       await api.subscribe(
         BoardLiveDocument,
@@ -207,14 +238,12 @@ async function live(api: Api, store: Store, companyId: string, seen: (event: Par
         controller.signal,
       );
     } catch (err) {
-      if (err instanceof ApiError && err.code === "UNAUTHENTICATED") {
-        sessionStorage.removeItem(SESSION);
-        location.reload();
-        return;
-      }
+      if (refused(err)) return signOut(err.message);
+      problem = err instanceof ApiError && err.code !== "UNREACHABLE" ? `: ${err.message}` : "";
     }
-    const delay = RECONNECT_DELAYS[Math.min(attempt, RECONNECT_DELAYS.length - 1)]!;
-    setLive("reconnecting", ` (resuming after #${store.lastSeq})`);
+    // Jittered, so that boards cut off together (a restart) do not all come back in the same instant.
+    const delay = RECONNECT_DELAYS[Math.min(attempt, RECONNECT_DELAYS.length - 1)]! * (0.5 + Math.random() / 2);
+    setLive("reconnecting", ` (resuming after #${store.lastSeq})${problem}`);
     await new Promise((resolve) => setTimeout(resolve, delay));
   }
 }
@@ -248,16 +277,21 @@ async function main() {
     sessionStorage.removeItem(SESSION);
     location.reload();
   });
-  const session = saved() ?? (await signIn());
-  sessionStorage.setItem(SESSION, JSON.stringify(session));
+  const why = sessionStorage.getItem(`${SESSION}.why`);
+  sessionStorage.removeItem(`${SESSION}.why`);
+  if (why) signInMessage(`Signed out: ${why}`);
+  let session = saved();
+  if (!session) {
+    session = await signIn();
+    sessionStorage.setItem(SESSION, JSON.stringify(session));
+  }
   try {
     await board(session);
   } catch (err) {
-    sessionStorage.removeItem(SESSION);
-    byId("board").hidden = true;
-    byId("sign-in-view").hidden = false;
-    signInMessage(err instanceof ApiError && err.code === "UNAUTHENTICATED" ? "That key is no longer accepted: sign in again." : `The board could not load: ${err instanceof Error ? err.message : "unknown error"}`);
-    void board(await signIn()).catch(() => location.reload());
+    if (refused(err)) return signOut(err.message);
+    // Anything else (the server restarting, a dropped connection) is worth another try with the same key.
+    setLive("reconnecting", `: the board could not load (${err instanceof Error ? err.message : "unknown error"}); retrying`);
+    setTimeout(() => location.reload(), 3000);
   }
 }
 

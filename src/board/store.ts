@@ -30,6 +30,11 @@ export function health(run: Run | undefined, now: number): Health {
   return expires - now < lease / 3 ? "warn" : "ok";
 }
 
+/** Sorts events newest first: seqs are decimal strings of any length. */
+export function newerFirst(a: LockEvent, b: LockEvent): number {
+  return a.seq.length !== b.seq.length ? b.seq.length - a.seq.length : a.seq < b.seq ? 1 : a.seq > b.seq ? -1 : 0;
+}
+
 export class Store {
   readonly issues = new Map<string, Issue>();
   readonly runs = new Map<string, Run>();
@@ -50,7 +55,10 @@ export class Store {
     for (const listener of this.listeners) listener();
   }
 
-  /** An issue as read; an older copy (by updatedAt) never replaces a newer one. */
+  /**
+   * An issue as read by a query: a copy older (by updatedAt) than the one held
+   * is dropped, which matters while the first pages load alongside live events.
+   */
   putIssue(issue: Issue): void {
     const known = this.issues.get(issue.id);
     if (known && Date.parse(known.updatedAt) > Date.parse(issue.updatedAt)) return;
@@ -61,8 +69,14 @@ export class Store {
     this.runs.set(run.id, run);
   }
 
-  /** Runs RUNNING as of now replace what was known of them; runs that left the list are kept until read again. */
+  /**
+   * The runs RUNNING now. A run that was RUNNING and left the list has ended
+   * or expired: it is forgotten, and read again (unknownRuns) if an issue
+   * still points at it. So the map holds the live runs and the holders only.
+   */
   putRunning(runs: readonly Run[]): void {
+    const running = new Set(runs.map((r) => r.id));
+    for (const [id, run] of this.runs) if (run.status === "RUNNING" && !running.has(id)) this.runs.delete(id);
     for (const run of runs) this.runs.set(run.id, run);
   }
 
@@ -72,18 +86,14 @@ export class Store {
     if (events[0] && BigInt(events[0].seq) > BigInt(this.lastSeq)) this.lastSeq = events[0].seq;
   }
 
-  /** Older events, read with "load older". */
-  appendOlder(events: readonly LockEvent[]): void {
-    this.tail.push(...events);
-  }
-
   /** A live event: applied once (a replay after a reconnect may repeat one), its issue updated in place. */
   apply(event: LockEvent, issue: Issue, now: number): boolean {
     if (BigInt(event.seq) <= BigInt(this.lastSeq)) return false;
     this.lastSeq = event.seq;
     this.tail.unshift(event);
     if (this.tail.length > TAIL_KEEP) this.tail.length = TAIL_KEEP;
-    this.putIssue(issue);
+    // The event's issue was read as the event was delivered: it is the newest copy.
+    this.issues.set(issue.id, issue);
     this.recentlyChanged.set(issue.id, now);
     return true;
   }

@@ -88,6 +88,10 @@ export async function startHarness(options: { leaseSeconds?: number; redisUrl?: 
   const log: Logger = (level, msg) => void logged.push({ level, msg });
   const instances: { stop(): Promise<void> }[] = [];
   const pool = new pg.Pool({ connectionString: database.url, max: 4 });
+  // close() drops the database WITH (FORCE): a connection still closing then gets
+  // "terminating connection due to administrator command", which without a
+  // listener would be an uncaught exception in whichever test file runs next.
+  pool.on("error", () => {});
 
   async function startInstance(opts: { redisUrl?: string } = {}) {
     const db = connectDb(database.url, 8, "baton-test");

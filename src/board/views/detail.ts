@@ -16,7 +16,13 @@ type Answer = { __typename: string; message?: string; issue?: Issue };
 export class DetailView {
   private readonly dialog = byId<HTMLDialogElement>("detail");
   private issueId: string | null = null;
+  /** Counts openings: a read begun for an earlier opening (even of the same issue) is dropped. */
+  private opening = 0;
   private history: LockEvent[] = [];
+  /** History reads run one after another, so two never append the same events. */
+  private reading: Promise<void> = Promise.resolve();
+  /** The issue and maxAttempts the raise field was last set for: typing in it is never overwritten. */
+  private raiseSetFor = "";
 
   constructor(
     private readonly api: Api,
@@ -24,7 +30,10 @@ export class DetailView {
     private readonly companyId: string,
   ) {
     byId("detail-close").addEventListener("click", () => this.dialog.close());
-    this.dialog.addEventListener("close", () => (this.issueId = null));
+    this.dialog.addEventListener("close", () => {
+      this.issueId = null;
+      this.opening++;
+    });
     byId("force-release-form").addEventListener("submit", (e) => {
       e.preventDefault();
       const reason = byId<HTMLTextAreaElement>("force-reason").value.trim();
@@ -75,9 +84,13 @@ export class DetailView {
 
   async open(issueId: string): Promise<void> {
     this.issueId = issueId;
+    this.opening++;
     this.history = [];
+    this.raiseSetFor = "";
     this.say("", "ok");
     byId<HTMLTextAreaElement>("force-reason").value = "";
+    byId("detail-description").textContent = "";
+    byId("detail-title").textContent = this.store.issues.get(issueId)?.title ?? "";
     this.render();
     if (!this.dialog.open) this.dialog.showModal();
     try {
@@ -93,17 +106,22 @@ export class DetailView {
     }
   }
 
-  /** The issue's events after the last one shown, a page at a time. */
-  private async loadHistory() {
+  /** The open issue's events after the last one shown, a page at a time; queued behind any read in progress. */
+  private loadHistory(): Promise<void> {
     const id = this.issueId;
-    if (!id) return;
-    for (;;) {
-      const { lockEvents } = await this.api.request(BoardHistoryDocument, { companyId: this.companyId, issueId: id, afterSeq: this.history.at(-1)?.seq ?? null });
-      if (this.issueId !== id) return;
-      this.history.push(...lockEvents);
-      if (lockEvents.length < 1000) break;
-    }
-    this.render();
+    const opening = this.opening;
+    this.reading = this.reading.then(async () => {
+      for (;;) {
+        if (!id || this.opening !== opening) return;
+        const last = this.history.at(-1)?.seq ?? null;
+        const { lockEvents } = await this.api.request(BoardHistoryDocument, { companyId: this.companyId, issueId: id, afterSeq: last });
+        if (this.opening !== opening) return;
+        this.history.push(...lockEvents);
+        if (lockEvents.length < 1000) break;
+      }
+      this.render();
+    }).catch(() => this.say("could not read the issue's history"));
+    return this.reading;
   }
 
   /** A live event: the open issue's history gains it. */
@@ -134,8 +152,11 @@ export class DetailView {
       ...field("Attempts", `${issue.attemptCount} of ${issue.maxAttempts}`),
     );
     const raise = byId<HTMLInputElement>("raise-max");
-    raise.min = String(issue.attemptCount + 1);
-    if (!raise.value || Number(raise.value) <= issue.maxAttempts) raise.value = String(issue.maxAttempts + 1);
+    if (this.raiseSetFor !== `${issue.id}:${issue.maxAttempts}`) {
+      this.raiseSetFor = `${issue.id}:${issue.maxAttempts}`;
+      raise.min = String(issue.maxAttempts + 1);
+      raise.value = String(Math.min(issue.maxAttempts + 1, 100));
+    }
     fill(byId("detail-history"), ...this.history.map((e) => eventLine(this.store, e)));
   }
 }

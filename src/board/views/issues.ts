@@ -2,7 +2,7 @@
 // holder's heartbeat, filtered, sorted and shown a page at a time. Rows are
 // kept per issue and updated cell by cell, so a live change (or the heartbeat
 // clock) never rebuilds the table or moves the keyboard focus.
-import { byId, fill, h, shortId, span } from "../dom.js";
+import { byId, fill, h, keepFocus, setText, shortId, span } from "../dom.js";
 import { health, PRIORITY_ORDER, STATUSES } from "../store.js";
 import type { Issue, Store } from "../store.js";
 import type { IssueStatus } from "../generated/graphql.js";
@@ -167,7 +167,7 @@ export class IssuesView {
     let row = this.rows.get(issue.id);
     if (!row) {
       const cells = COLUMNS.map(() => h("td"));
-      const title = h("button", { type: "button", class: "link", onclick: () => this.open(issue.id) });
+      const title = h("button", { type: "button", class: "link", "data-focus": `issue:${issue.id}`, onclick: () => this.open(issue.id) });
       cells[1]!.append(title);
       row = { tr: h("tr", { "data-issue": issue.id }, ...cells), cells, shown: [] };
       this.rows.set(issue.id, row);
@@ -202,14 +202,14 @@ export class IssuesView {
       trs.push(row.tr);
     }
     const current = [...this.tbody.children];
-    if (current.length !== trs.length || current.some((tr, i) => tr !== trs[i])) this.tbody.replaceChildren(...trs);
+    if (current.length !== trs.length || current.some((tr, i) => tr !== trs[i])) keepFocus(this.tbody, () => this.tbody.replaceChildren(...trs));
     for (const [id, row] of this.rows) if (!row.tr.isConnected) this.rows.delete(id);
     for (const th of byId("issues-head").querySelectorAll("th")) {
       const key = th.getAttribute("data-key");
       if (key === this.sort.key) th.setAttribute("aria-sort", this.sort.dir === 1 ? "ascending" : "descending");
       else th.removeAttribute("aria-sort");
     }
-    byId("issues-page").textContent = `${all.length.toLocaleString()} issues · page ${this.page + 1} of ${pages}`;
+    setText(byId("issues-page"), `${all.length.toLocaleString()} issues · page ${this.page + 1} of ${pages}`);
     byId<HTMLButtonElement>("issues-prev").disabled = this.page === 0;
     byId<HTMLButtonElement>("issues-next").disabled = this.page >= pages - 1;
   }

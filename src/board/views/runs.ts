@@ -1,7 +1,7 @@
 // The runs view: every run holding a lock or still RUNNING, with its lease and
 // the issues it holds. Dead runs that still hold locks come first and stand
 // out: they are what the recovery loop will free.
-import { byId, fill, h, shortId, span } from "../dom.js";
+import { byId, fill, h, keepFocus, setText, shortId, span } from "../dom.js";
 import { health } from "../store.js";
 import type { Store } from "../store.js";
 
@@ -20,14 +20,19 @@ export class RunsView {
     };
     runs.sort((a, b) => rank(a.id) - rank(b.id) || Date.parse(a.leaseExpiresAt) - Date.parse(b.leaseExpiresAt));
     const deadHolders = runs.filter((r) => health(r, now) === "dead" && held.has(r.id)).length;
-    byId("runs-summary").textContent =
-      `${runs.length} runs` + (deadHolders ? ` · ${deadHolders} dead but still holding locks: the recovery loop will free them` : "");
-    fill(
-      byId("runs-body"),
+    setText(byId("runs-summary"), `${runs.length} runs` + (deadHolders ? ` · ${deadHolders} dead but still holding locks: the recovery loop will free them` : ""));
+    const body = byId("runs-body");
+    keepFocus(body, () => fill(
+      body,
       ...runs.map((run) => {
         const state = health(run, now);
         const expires = Date.parse(run.leaseExpiresAt);
-        const lease = run.status !== "RUNNING" ? `ended ${run.status}` : now < expires ? `${span(expires - now)} left` : `expired ${span(now - expires)} ago`;
+        const lease =
+          run.status !== "RUNNING"
+            ? `ended ${run.status}`
+            : now < expires
+              ? `${span(expires - now)} left${state === "warn" ? ", heartbeat overdue" : ""}`
+              : `expired ${span(now - expires)} ago`;
         const issues = held.get(run.id) ?? [];
         return h(
           "tr",
@@ -41,11 +46,13 @@ export class RunsView {
             "td",
             {},
             issues.length === 0 ? "none" : null,
-            ...issues.slice(0, 10).map((issue) => h("button", { type: "button", class: "link held", onclick: () => this.open(issue.id) }, issue.title)),
+            ...issues.slice(0, 10).map((issue) =>
+              h("button", { type: "button", class: "link held", "data-focus": `held:${run.id}:${issue.id}`, onclick: () => this.open(issue.id) }, issue.title),
+            ),
             issues.length > 10 ? ` and ${issues.length - 10} more` : null,
           ),
         );
       }),
-    );
+    ));
   }
 }
