@@ -30,7 +30,7 @@ export class Metrics {
 
   readonly subscriptions = new Gauge({
     name: "baton_subscriptions_active",
-    help: "Open lockChanged subscriptions on this instance.",
+    help: "Open subscriptions (lockChanged, issuesChanged) on this instance.",
     registers: [this.registry],
   });
 

@@ -172,6 +172,14 @@ it("shows a claim, an acquire and a release as they commit, without reload; the 
   await page.getByRole("tab", { name: "Issues" }).click();
 });
 
+it("shows an issue created, and an issue edited, as they commit: changes that write no ledger event", async () => {
+  const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "Created live", priority: "LOW" } });
+  await expect.poll(() => cell("Created live", 0).innerText(), { timeout: 5000 }).toBe("OPEN");
+  await co.board.ok(Ops.UpdateIssueDocument, { id: createIssue.id, input: { title: "Renamed live", priority: "CRITICAL" } });
+  await expect.poll(() => cell("Renamed live", 2).innerText(), { timeout: 5000 }).toBe("CRITICAL");
+  expect(await row("Created live").count()).toBe(0);
+});
+
 it("after a dropped connection shows that it is reconnecting, then resumes after its last seq without missing a change", async () => {
   proxy.paused = true;
   proxy.cut();
@@ -179,8 +187,11 @@ it("after a dropped connection shows that it is reconnecting, then resumes after
   // A change made while the board is cut off arrives when it resumes (afterSeq).
   const agent = co.agents[0]!.client;
   await agent.ok(Ops.ClaimIssueDocument, { runId, issueId: issues.force });
+  // An issue created meanwhile writes no ledger event: the board reads the issues again when it is back.
+  await co.board.ok(Ops.CreateIssueDocument, { input: { title: "Made while cut off", priority: "LOW" } });
   proxy.paused = false;
   await expect.poll(() => cell("Force-release me", 0).innerText(), { timeout: 15_000 }).toBe("CLAIMED");
+  await expect.poll(() => row("Made while cut off").count(), { timeout: 15_000 }).toBe(1);
   await expect.poll(() => page.locator("#live").innerText(), { timeout: 15_000 }).toBe("Live");
 });
 
@@ -256,7 +267,7 @@ it("signs in with the admin token and a company picker", async () => {
     await other.getByRole("button", { name: "Sign in" }).click();
     await other.getByLabel("Company").selectOption(co.id);
     await other.getByRole("button", { name: "Open board" }).click();
-    await other.locator("#board[data-loaded='6']").waitFor();
+    await other.locator("#board[data-loaded='8']").waitFor();
     expect(await other.locator("#company-name").innerText()).toBe("Acme");
   } finally {
     await other.close();

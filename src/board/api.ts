@@ -16,7 +16,7 @@ export class ApiError extends Error {
   }
 }
 
-type Doc<R, V> = DocumentTypeDecoration<R, V> & { toString(): string };
+export type Doc<R, V> = DocumentTypeDecoration<R, V> & { toString(): string };
 
 export class Api {
   constructor(private readonly token: string) {}

@@ -3,11 +3,13 @@
 // drop). The issues list is never polled; runs are re-read every few seconds
 // because heartbeats are not lock changes.
 import { Api, ApiError } from "./api.js";
+import type { Doc } from "./api.js";
 import { byId, fill, h, setText } from "./dom.js";
 import {
   BoardAgentsDocument,
   BoardCompaniesDocument,
   BoardCompanyDocument,
+  BoardIssuesChangedDocument,
   BoardIssuesDocument,
   BoardLiveDocument,
   BoardMeDocument,
@@ -171,12 +173,47 @@ async function board(session: Session) {
     store.putRunning(running);
     await readUnknownRuns();
   });
+  /** Every issue of the company, 500 to a page, each page drawn as it arrives. */
+  const readAllIssues = async (first?: ReturnType<typeof loadPage>) => {
+    let after: string | null = null;
+    for (;;) {
+      const page: Awaited<ReturnType<typeof loadPage>> = await (after === null && first ? first : loadPage(api, session.companyId, after));
+      for (const edge of page.edges) store.putIssue(edge.node);
+      store.changed();
+      if (!page.pageInfo.hasNextPage) return;
+      after = page.pageInfo.endCursor ?? null;
+    }
+  };
+  const readIssues = coalesced(readAllIssues);
   const readAgents = coalesced(async () => {
     const { agents } = await api.request(BoardAgentsDocument, { companyId: session.companyId });
     for (const a of agents) store.agents.set(a.id, a.name);
     store.changed();
   });
 
+  // 0. Issues created or edited write no ledger event: their notices are
+  //    not replayed, so the board listens before it reads any issue, and
+  //    reads them all again after a reconnect.
+  let watching = () => {};
+  const watched = new Promise<void>((resolve) => (watching = resolve));
+  let listened = false;
+  void follow(api, BoardIssuesChangedDocument, () => ({ companyId: session.companyId }), {
+    opened: () => {
+      if (listened) readIssues().catch(signOutIfRefused);
+      listened = true;
+      watching();
+    },
+    next({ issuesChanged }) {
+      const now = Date.now();
+      for (const issue of issuesChanged) {
+        store.putIssue(issue);
+        store.recentlyChanged.set(issue.id, now);
+      }
+      store.changed();
+    },
+    dropped: () => {},
+  });
+  await Promise.race([watched, new Promise((resolve) => setTimeout(resolve, 3000))]);
   // 1. Where the live stream will start: the newest event already committed.
   //    Everything below is read after it, so a change committed since is replayed by afterSeq.
   const { lockEvents: tail } = await api.request(BoardTailDocument, { companyId: session.companyId, beforeSeq: null });
@@ -184,23 +221,23 @@ async function board(session: Session) {
   const firstPage = loadPage(api, session.companyId, null);
   const [{ company }] = await Promise.all([api.request(BoardCompanyDocument, { id: session.companyId }), readAgents(), readRuns()]);
   byId("company-name").textContent = company?.name ?? session.companyId;
-  // 2. Start the live stream: events after that seq are replayed, then live.
-  void live(api, store, session.companyId, (event) => {
-    detail.onEvent(event);
-    // A burst of events naming new agents or runs makes one read of each at a time, not one per event.
-    if (event.agentId && !store.agents.has(event.agentId)) readAgents().catch(signOutIfRefused);
-    const runId = event.checkoutRunId ?? event.executionRunId;
-    if (runId && !store.runs.has(runId)) readUnknownRuns().catch(signOutIfRefused);
+  // 2. Lock changes: events after that seq are replayed, then live.
+  void follow(api, BoardLiveDocument, () => ({ companyId: session.companyId, afterSeq: store.lastSeq }), {
+    opened: () => setLive("live"),
+    next({ lockChanged }) {
+      const { issue, ...event } = lockChanged;
+      if (!store.apply(event, issue, Date.now())) return;
+      detail.onEvent(event);
+      // A burst of events naming new agents or runs makes one read of each at a time, not one per event.
+      if (event.agentId && !store.agents.has(event.agentId)) readAgents().catch(signOutIfRefused);
+      const runId = event.checkoutRunId ?? event.executionRunId;
+      if (runId && !store.runs.has(runId)) readUnknownRuns().catch(signOutIfRefused);
+      store.changed();
+    },
+    dropped: (problem) => setLive("reconnecting", ` (resuming after #${store.lastSeq})${problem}`),
   });
   // 3. Every issue, pages of 500, drawn as they arrive.
-  let after: string | null = null;
-  for (;;) {
-    const page: Awaited<ReturnType<typeof loadPage>> = await (after === null ? firstPage : loadPage(api, session.companyId, after));
-    for (const edge of page.edges) store.putIssue(edge.node);
-    store.changed();
-    if (!page.pageInfo.hasNextPage) break;
-    after = page.pageInfo.endCursor ?? null;
-  }
+  await readAllIssues(firstPage);
   await readUnknownRuns();
   byId("board").setAttribute("data-loaded", String(store.issues.size));
   render();
@@ -214,36 +251,40 @@ async function loadPage(api: Api, companyId: string, after: string | null) {
   return (await api.request(BoardIssuesDocument, { companyId, after })).issues;
 }
 
-/** lockChanged for the company, forever: after a drop, resumes after the last seq applied. */
-async function live(api: Api, store: Store, companyId: string, seen: (event: Parameters<Store["apply"]>[0]) => void) {
+/**
+ * A subscription kept open for the life of the page: after a drop it
+ * subscribes again (with backoff and jitter) with the variables of that
+ * moment; a refused key signs out.
+ */
+async function follow<R, V>(
+  api: Api,
+  document: Doc<R, V>,
+  variables: () => V,
+  on: { opened(): void; next(data: R): void; dropped(problem: string): void },
+) {
   for (let attempt = 0; ; attempt++) {
-    const controller = new AbortController();
     let problem = "";
     try {
       await api.subscribe(
-        BoardLiveDocument,
-        { companyId, afterSeq: store.lastSeq },
+        document,
+        variables(),
         {
-          opened: () => setLive("live"),
-          next({ lockChanged }) {
-            // Backoff starts over only once events flow: a stream that opens and dies at once keeps backing off.
+          opened: () => on.opened(),
+          next(data) {
+            // Backoff starts over only once data flows: a stream that opens and dies at once keeps backing off.
             attempt = 0;
-            const { issue, ...event } = lockChanged;
-            if (store.apply(event, issue, Date.now())) {
-              seen(event);
-              store.changed();
-            }
+            on.next(data);
           },
         },
-        controller.signal,
+        new AbortController().signal,
       );
     } catch (err) {
       if (refused(err)) return signOut(err.message);
       problem = err instanceof ApiError && err.code !== "UNREACHABLE" ? `: ${err.message}` : "";
     }
+    on.dropped(problem);
     // Jittered, so that boards cut off together (a restart) do not all come back in the same instant.
     const delay = RECONNECT_DELAYS[Math.min(attempt, RECONNECT_DELAYS.length - 1)]! * (0.5 + Math.random() / 2);
-    setLive("reconnecting", ` (resuming after #${store.lastSeq})${problem}`);
     await new Promise((resolve) => setTimeout(resolve, delay));
   }
 }

@@ -2,6 +2,11 @@
 // channel per company) or, with no REDIS_URL, in-process. Publishing happens
 // after commit and never throws: the ledger is the source of truth, and a
 // subscriber that missed a message recovers it from there (see stream.ts).
+//
+// The same transport carries issue notices: the ids of issues created or
+// edited without a lock change, which write no ledger event. They are best
+// effort (a notice lost in a Redis outage is not replayed): boards use them to
+// show new issues and edits live, and re-read the issues after a reconnect.
 import { Redis } from "ioredis";
 import type { EventSink } from "../locks/deps.js";
 import type { LockEvent } from "../locks/types.js";
@@ -11,6 +16,10 @@ import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 
 export type Listener = (event: LockEvent) => void;
+export type NoticeListener = (issueIds: readonly string[]) => void;
+
+/** The most issue ids one notice carries: createIssues' batch limit. */
+export const MAX_NOTICE_IDS = 1000;
 
 const SEQ = /^[1-9]\d{0,18}$/;
 
@@ -34,9 +43,30 @@ export function parseLockEvent(message: string): LockEvent | null {
   return ok ? (value as LockEvent) : null;
 }
 
+/** A notice from Redis, if it is a list of issue ids of the channel's company. */
+export function parseNotice(message: string): { companyId: string; issueIds: string[] } | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(message);
+  } catch {
+    return null;
+  }
+  if (typeof value !== "object" || value === null) return null;
+  const n = value as Record<string, unknown>;
+  const ok =
+    typeof n.companyId === "string" && isUuid(n.companyId) &&
+    Array.isArray(n.issueIds) && n.issueIds.length <= MAX_NOTICE_IDS &&
+    n.issueIds.every((id) => typeof id === "string" && isUuid(id));
+  return ok ? (value as { companyId: string; issueIds: string[] }) : null;
+}
+
 export interface EventBus extends EventSink {
   /** Resolves once the subscription is live (for Redis: SUBSCRIBE confirmed). Returns the unsubscribe function. */
   subscribe(companyId: string, listener: Listener): Promise<() => void>;
+  /** Tells every instance that these issues changed without a lock change (created, or edited). Never throws. */
+  announceIssues(companyId: string, issueIds: readonly string[]): void;
+  /** Listens for those notices; resolves once live, like subscribe. Returns the unsubscribe function. */
+  watchIssues(companyId: string, listener: NoticeListener): Promise<() => void>;
   /** Called when the transport reconnects after an outage, so streams can fill what they missed. */
   onReconnect(listener: () => void): () => void;
   /** False while Redis is unreachable. */
@@ -46,17 +76,18 @@ export interface EventBus extends EventSink {
 }
 
 const channelOf = (companyId: string) => `baton:lock-events:${companyId}`;
+const noticeChannelOf = (companyId: string) => `baton:issue-notices:${companyId}`;
 
-class Listeners {
-  private readonly byCompany = new Map<string, Set<Listener>>();
-  add(companyId: string, listener: Listener): boolean {
+class Listeners<T> {
+  private readonly byCompany = new Map<string, Set<(value: T) => void>>();
+  add(companyId: string, listener: (value: T) => void): boolean {
     let set = this.byCompany.get(companyId);
     const first = set === undefined;
     if (!set) this.byCompany.set(companyId, (set = new Set()));
     set.add(listener);
     return first;
   }
-  remove(companyId: string, listener: Listener): boolean {
+  remove(companyId: string, listener: (value: T) => void): boolean {
     const set = this.byCompany.get(companyId);
     if (!set) return false;
     set.delete(listener);
@@ -64,14 +95,15 @@ class Listeners {
     this.byCompany.delete(companyId);
     return true;
   }
-  deliver(event: LockEvent): void {
-    for (const listener of this.byCompany.get(event.companyId) ?? []) listener(event);
+  deliver(companyId: string, value: T): void {
+    for (const listener of this.byCompany.get(companyId) ?? []) listener(value);
   }
 }
 
 /** One process, no Redis: fine for one API instance (a warning says so at start). */
 export function createInProcessBus(): EventBus {
-  const listeners = new Listeners();
+  const listeners = new Listeners<LockEvent>();
+  const notices = new Listeners<readonly string[]>();
   const stats = { published: 0, publishFailures: 0 };
   return {
     stats,
@@ -79,12 +111,19 @@ export function createInProcessBus(): EventBus {
       for (const event of events) {
         stats.published++;
         // Deliver on a later tick: the publisher's request must not run subscriber code.
-        queueMicrotask(() => listeners.deliver(event));
+        queueMicrotask(() => listeners.deliver(event.companyId, event));
       }
     },
     async subscribe(companyId, listener) {
       listeners.add(companyId, listener);
       return () => void listeners.remove(companyId, listener);
+    },
+    announceIssues(companyId, issueIds) {
+      if (issueIds.length > 0) queueMicrotask(() => notices.deliver(companyId, issueIds));
+    },
+    async watchIssues(companyId, listener) {
+      notices.add(companyId, listener);
+      return () => void notices.remove(companyId, listener);
     },
     onReconnect: () => () => {},
     healthy: () => true,
@@ -105,7 +144,8 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
   // The subscribe connection queues its commands while Redis is away, so a
   // subscription opened during an outage starts when Redis is back.
   const subscriber = new Redis(redisUrl, { ...options, enableOfflineQueue: true, maxRetriesPerRequest: null, connectionName: "baton-subscribe" });
-  const listeners = new Listeners();
+  const listeners = new Listeners<LockEvent>();
+  const notices = new Listeners<readonly string[]>();
   const channels = new Map<string, Promise<void>>();
   const reconnectListeners = new Set<() => void>();
   const stats = { published: 0, publishFailures: 0 };
@@ -126,20 +166,39 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
   });
   subscriber.on("message", (channel: string, message: string) => {
     // Anything with access to this Redis can publish on our channels: a
-    // message that is not a lock event of this channel's company is dropped
-    // (and a listener's failure must not escape into ioredis, which would
-    // take the process down).
-    const event = parseLockEvent(message);
-    if (!event || channelOf(event.companyId) !== channel) {
-      log("warn", "ignored a malformed lock event message", { channel });
-      return;
-    }
+    // message that is not a lock event (or a notice) of this channel's
+    // company is dropped (and a listener's failure must not escape into
+    // ioredis, which would take the process down).
     try {
-      listeners.deliver(event);
+      if (channel.startsWith("baton:issue-notices:")) {
+        const notice = parseNotice(message);
+        if (!notice || noticeChannelOf(notice.companyId) !== channel) return log("warn", "ignored a malformed issue notice", { channel });
+        notices.deliver(notice.companyId, notice.issueIds);
+        return;
+      }
+      const event = parseLockEvent(message);
+      if (!event || channelOf(event.companyId) !== channel) return log("warn", "ignored a malformed lock event message", { channel });
+      listeners.deliver(event.companyId, event);
     } catch (err) {
       log("error", "a lock event listener failed", errorFields(err));
     }
   });
+  /** Subscribes a channel for its first listener; later ones wait for the same confirmation. Returns the unsubscribe. */
+  async function listen<T>(set: Listeners<T>, channel: string, companyId: string, listener: (value: T) => void): Promise<() => void> {
+    if (set.add(companyId, listener)) channels.set(channel, subscriber.subscribe(channel).then(() => {}));
+    try {
+      await channels.get(channel);
+    } catch (err) {
+      if (set.remove(companyId, listener)) channels.delete(channel);
+      throw err;
+    }
+    return () => {
+      if (set.remove(companyId, listener)) {
+        channels.delete(channel);
+        subscriber.unsubscribe(channel).catch(() => {});
+      }
+    };
+  }
   return {
     stats,
     publish(events) {
@@ -159,25 +218,14 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
         },
       );
     },
-    async subscribe(companyId, listener) {
-      if (listeners.add(companyId, listener)) {
-        // The first listener of a company subscribes its channel; listeners
-        // that arrive meanwhile wait for the same confirmation (or failure).
-        channels.set(companyId, subscriber.subscribe(channelOf(companyId)).then(() => {}));
-      }
-      try {
-        await channels.get(companyId);
-      } catch (err) {
-        if (listeners.remove(companyId, listener)) channels.delete(companyId);
-        throw err;
-      }
-      return () => {
-        if (listeners.remove(companyId, listener)) {
-          channels.delete(companyId);
-          subscriber.unsubscribe(channelOf(companyId)).catch(() => {});
-        }
-      };
+    subscribe: (companyId, listener) => listen(listeners, channelOf(companyId), companyId, listener),
+    announceIssues(companyId, issueIds) {
+      if (issueIds.length === 0) return;
+      publisher.publish(noticeChannelOf(companyId), JSON.stringify({ companyId, issueIds })).catch(() => {
+        stats.publishFailures++;
+      });
     },
+    watchIssues: (companyId, listener) => listen(notices, noticeChannelOf(companyId), companyId, listener),
     onReconnect(listener) {
       reconnectListeners.add(listener);
       return () => void reconnectListeners.delete(listener);

@@ -14,6 +14,7 @@
 //     out-of-range argument gets the resolver's BAD_USER_INPUT instead;
 //   - fields merge by response key and each fragment counts once per object,
 //     as in execution, so repeating a spread costs nothing.
+import { MAX_NOTICE_IDS } from "../events/bus.js";
 import { getNamedType, isEnumType, isLeafType, isListType, isNonNullType, isObjectType, isInterfaceType, Kind } from "graphql";
 import type {
   DocumentNode,
@@ -61,6 +62,7 @@ export const ROWS: Record<string, (args: Args) => number> = {
   "Mutation.createIssues": (a) => rows(Array.isArray(a.inputs) ? a.inputs.length : 1, { fallback: 1, max: MAX_ISSUES_PER_CALL }),
   "Mutation.releaseIssues": (a) => rows(Array.isArray(a.issueIds) ? a.issueIds.length : 1, { fallback: 1, max: MAX_RELEASE_BATCH }),
   "Mutation.runHeartbeat": () => AGENTS_ESTIMATE,
+  "Subscription.issuesChanged": () => MAX_NOTICE_IDS,
   "LockAudit.attemptHistogram": () => 101,
   "UnexpectedStatus.expectedStatuses": () => ISSUE_STATUSES.length,
 };

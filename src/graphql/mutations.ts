@@ -61,6 +61,7 @@ builder.mutationFields((t) => ({
       const [issue] = await createIssues(ctx.services.locks, companyId, [
         { ...input, assigneeAgentId: optionalId("assigneeAgentId", input.assigneeAgentId) },
       ]);
+      ctx.services.bus.announceIssues(companyId, [issue!.id]);
       return issue!;
     },
   }),
@@ -69,13 +70,15 @@ builder.mutationFields((t) => ({
     type: [IssueRef],
     description: "Up to 1000 at once, one transaction.",
     args: { inputs: t.arg({ type: [CreateIssueInputRef], required: true }) },
-    resolve: (_root, { inputs }, ctx) => {
+    resolve: async (_root, { inputs }, ctx) => {
       const companyId = requireBoard(ctx);
-      return createIssues(
+      const issues = await createIssues(
         ctx.services.locks,
         companyId,
         inputs.map((input, n) => ({ ...input, assigneeAgentId: optionalId(`inputs[${n}].assigneeAgentId`, input.assigneeAgentId) })),
       );
+      ctx.services.bus.announceIssues(companyId, issues.map((i) => i.id));
+      return issues;
     },
   }),
 
@@ -86,7 +89,11 @@ builder.mutationFields((t) => ({
       const companyId = requireBoard(ctx);
       const changes: UpdateIssueInput = { ...input };
       if (input.assigneeAgentId != null) changes.assigneeAgentId = validateId("assigneeAgentId", input.assigneeAgentId);
-      return updateIssue(ctx.services.locks, companyId, validateId("id", id), changes).then((r) => ctx.services.metrics.outcome("updateIssue", r));
+      return updateIssue(ctx.services.locks, companyId, validateId("id", id), changes).then((r) => {
+        // Edits of other fields write no ledger event: boards hear of them here.
+        if (r.__typename === "IssueUpdated") ctx.services.bus.announceIssues(companyId, [r.issue.id]);
+        return ctx.services.metrics.outcome("updateIssue", r);
+      });
     },
   }),
 

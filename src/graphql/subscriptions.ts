@@ -1,8 +1,11 @@
 import { principalKey } from "../auth/principal.js";
+import { issueNotices } from "../events/notices.js";
 import { lockEventStream } from "../events/stream.js";
+import { getIssues } from "../locks/reads.js";
 import { builder } from "./builder.js";
 import { requireCompanyReader, validateId } from "./context.js";
 import { parseSeq } from "./queries.js";
+import { IssueRef } from "./types/issue.js";
 import { LockEventRef } from "./types/lockEvent.js";
 
 builder.subscriptionFields((t) => ({
@@ -36,5 +39,28 @@ builder.subscriptionFields((t) => ({
       });
     },
     resolve: (event) => event,
+  }),
+
+  issuesChanged: t.field({
+    type: [IssueRef],
+    description:
+      "Issues of the company created or edited without a lock change (title, description, priority, assignee, maxAttempts), " +
+      "as they are now, from any API instance. Lock and status changes are lockChanged's. Best effort: not in the ledger and " +
+      "not replayed, so read the issues after subscribing (and after any reconnect). Each answer holds up to 1000 issues.",
+    args: { companyId: t.arg.id({ required: true }) },
+    subscribe: (_root, args, ctx) => {
+      const companyId = requireCompanyReader(ctx, args.companyId);
+      const { metrics, admission } = ctx.services;
+      const release = admission.openSubscription(principalKey(ctx.principal, ""), companyId);
+      return issueNotices(ctx.services.bus, companyId, {
+        maxPending: ctx.services.subscriptionBuffer,
+        onOpen: () => metrics.subscriptions.inc(),
+        onClose: () => {
+          metrics.subscriptions.dec();
+          release();
+        },
+      });
+    },
+    resolve: (ids, args, ctx) => getIssues(ctx.services.db, ids, args.companyId),
   }),
 }));
