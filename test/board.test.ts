@@ -238,6 +238,24 @@ it("force-releases from the page with a typed reason: a FORCE_RELEASED event car
   await dialog.getByRole("button", { name: "Close" }).click();
 });
 
+it("raises max attempts of an escalated issue from the page, which reopens it", async () => {
+  const agent = co.agents[0]!;
+  const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "Out of attempts", assigneeAgentId: agent.id, maxAttempts: 1, priority: "LOW" } });
+  await agent.client.ok(Ops.ClaimIssueDocument, { runId, issueId: createIssue.id });
+  await agent.client.ok(Ops.AcquireExecutionDocument, { runId, issueId: createIssue.id });
+  await agent.client.ok(Ops.ReleaseIssueDocument, { runId, issueId: createIssue.id, outcome: "FAILED" });
+  await expect.poll(() => cell("Out of attempts", 0).innerText(), { timeout: 5000 }).toBe("ESCALATED");
+  await row("Out of attempts").getByRole("button").click();
+  const dialog = page.getByRole("dialog");
+  await expect.poll(() => dialog.getByLabel("Max attempts").inputValue()).toBe("2");
+  await dialog.getByLabel("Max attempts").fill("3");
+  await dialog.getByRole("button", { name: "Raise max attempts" }).click();
+  await expect.poll(() => dialog.locator("#action-answer").innerText()).toBe("IssueUpdated: the issue is OPEN.");
+  expect(await h.one("SELECT status::text, max_attempts FROM issues WHERE id = $1", [createIssue.id])).toEqual({ status: "OPEN", max_attempts: 3 });
+  await dialog.getByRole("button", { name: "Close" }).click();
+  await expect.poll(() => cell("Out of attempts", 6).innerText()).toBe("1 / 3");
+});
+
 it("shows titles and reasons written as HTML as literal text, and runs none of their script", async () => {
   expect(await row(XSS_TITLE).count()).toBe(1);
   expect(await page.locator("#issues-body img").count()).toBe(0);
@@ -267,7 +285,7 @@ it("signs in with the admin token and a company picker", async () => {
     await other.getByRole("button", { name: "Sign in" }).click();
     await other.getByLabel("Company").selectOption(co.id);
     await other.getByRole("button", { name: "Open board" }).click();
-    await other.locator("#board[data-loaded='8']").waitFor();
+    await other.locator("#board[data-loaded='9']").waitFor();
     expect(await other.locator("#company-name").innerText()).toBe("Acme");
   } finally {
     await other.close();
