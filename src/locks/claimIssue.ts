@@ -68,8 +68,10 @@ interface CheckoutRow {
  * out but which is still marked RUNNING is timed out here, under its row lock,
  * before its lock is adopted: a heartbeat racing this statement either lands
  * first (the holder is live: CheckoutConflict) or finds the run TIMED_OUT
- * (RunNotActive) — never both. A holder this statement cannot see is younger
- * than its snapshot, hence alive. The checks run in the order docs/lifecycle.md gives.
+ * (RunNotActive) — never both. A holder that looks dead is judged by the
+ * newest version of its run row (holder_now, locked), never by the snapshot:
+ * another statement may have timed it out meanwhile, and it is still dead.
+ * A holder this statement cannot see is younger than its snapshot, hence alive. The checks run in the order docs/lifecycle.md gives.
  */
 function checkoutStatement(runId: string, actor: AgentActor, issueId: string, expected: IssueStatus[]) {
   return sql`
@@ -78,19 +80,28 @@ function checkoutStatement(runId: string, actor: AgentActor, issueId: string, ex
     holder AS (
       SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r WHERE r.id = (SELECT checkout_run_id FROM cur)
     ),
+    -- A holder that looks dead in this statement's snapshot may have changed
+    -- since: its row is locked and read at its newest version, and liveness
+    -- is decided from that. (Another statement timing the run out makes it
+    -- TIMED_OUT, dead; a heartbeat that landed first makes it live.)
+    holder_now AS (
+      SELECT r.id, r.status, baton_run_is_live(r.status, r.lease_expires_at) AS live FROM heartbeat_runs r
+       WHERE r.id = (SELECT id FROM holder WHERE NOT live)
+         AND (SELECT checkout_run_id <> ${runId}::uuid FROM cur)
+       FOR UPDATE
+    ),
     expired AS (
       UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
-       WHERE r.id = (SELECT id FROM holder WHERE NOT live AND status = 'RUNNING')
+       WHERE r.id = (SELECT id FROM holder_now WHERE NOT live AND status = 'RUNNING')
          AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
-         AND (SELECT checkout_run_id <> ${runId}::uuid FROM cur)
       RETURNING r.id
     ),
     seen AS (
       SELECT cur.*,
              CASE WHEN cur.checkout_run_id IS NULL THEN false
                   WHEN NOT EXISTS (SELECT 1 FROM holder) THEN true
-                  WHEN (SELECT status FROM holder) = 'RUNNING' THEN NOT EXISTS (SELECT 1 FROM expired)
-                  ELSE false END AS holder_live
+                  WHEN (SELECT live FROM holder) THEN true
+                  ELSE coalesce((SELECT live FROM holder_now), false) END AS holder_live
         FROM cur
     ),
     verdict AS (
