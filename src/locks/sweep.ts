@@ -52,8 +52,10 @@ const timeOutExpiredRuns = (batch: number) => sql`
 /**
  * RECOVER_LOCKS_OF_DEAD_RUNS. Invariant: a lock whose run is alive is never
  * touched, and each recovered issue gets exactly one event. Candidates come
- * from the snapshot (held by a terminal or missing run; a dead run stays dead,
- * so a stale candidate is only ever one whose lock moved on), and `locked`
+ * from the snapshot (held by a dead run: terminal, missing, or RUNNING with
+ * its lease run out, which step 1 skips while another transaction holds the
+ * run's row, e.g. its agent still calling; a dead run stays dead, so a stale
+ * candidate is only ever one whose lock moved on), and `locked`
  * re-checks on the newest row version that the lock still points at that same
  * dead run, skipping rows a live transaction holds. A CLAIMED holder that died
  * spent an attempt; an issue left without one is ESCALATED instead of OPEN.
@@ -65,7 +67,7 @@ const recoverDeadLocks = (batch: number) => sql`
   candidates AS (
     SELECT i.id, i.checkout_run_id AS dead_run, h.agent_id, h.status AS run_status
       FROM gate, issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
-     WHERE i.checkout_run_id IS NOT NULL AND (h.id IS NULL OR h.status <> 'RUNNING')
+     WHERE i.checkout_run_id IS NOT NULL AND NOT baton_run_is_live(h.status, h.lease_expires_at)
      LIMIT ${batch}::int
   ),
   locked AS (
@@ -87,7 +89,7 @@ const recoverDeadLocks = (batch: number) => sql`
               CASE WHEN i.status = 'ESCALATED' THEN 'ESCALATED' ELSE 'RECOVERED' END AS ev_kind,
               l.dead_run AS ev_run_id, l.agent_id AS ev_agent_id,
               CASE WHEN l.run_status IS NULL THEN 'RUN_MISSING'
-                   WHEN l.run_status = 'TIMED_OUT' THEN 'LEASE_EXPIRED'
+                   WHEN l.run_status IN ('TIMED_OUT', 'RUNNING') THEN 'LEASE_EXPIRED'
                    ELSE 'RUN_FINISHED' END AS ev_reason
   ),
   ${appendEvents("changed")}

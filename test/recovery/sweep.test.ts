@@ -1,5 +1,6 @@
 // The recovery sweep: rows on both sides of every cut-off, concurrent
 // sweepers, and the heartbeat/sweep race.
+import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { previewSweep, sweep } from "../../src/locks/sweep.js";
 import type { LockEvent } from "../../src/locks/types.js";
@@ -209,5 +210,35 @@ describe("recovery sweep", () => {
     await sweep(h.db.prisma, sink);
     const after = await h.sql<{ id: string; status: string }>("SELECT id, status FROM issues WHERE id = ANY($1)", [[...ids, spare]]);
     expect(Object.fromEntries(after.map((r) => [r.id, r.status]))).toEqual({ [ids[0]!]: "ESCALATED", [ids[1]!]: "OPEN", [spare]: "ESCALATED" });
+  });
+});
+
+describe("a dead run recovery cannot lock", () => {
+  it("frees its locks in one sweep while its row is held FOR SHARE (its agent still calling), and times it out in the next", async () => {
+    const co = await createCompany(h, 1);
+    const dead = await heldIssues(co, 0, 2, 1);
+    await expire(dead.run.id, "-1 second");
+    // What the dead agent's own claim or acquire does to its run row while it runs.
+    const other = new pg.Client({ connectionString: h.database.url });
+    await other.connect();
+    try {
+      await other.query("BEGIN");
+      await other.query("SELECT 1 FROM heartbeat_runs WHERE id = $1 FOR SHARE", [dead.run.id]);
+      const counts = await sweep(h.db.prisma, sink);
+      expect(counts).toMatchObject({ timedOutRuns: 0, recoveredIssues: 2 });
+      const audit = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
+      expect(audit.lockAudit.locksHeldByDeadRuns).toBe(0);
+      const issues = await h.sql<{ status: string; checkout_run_id: string | null }>("SELECT status::text, checkout_run_id FROM issues WHERE id = ANY($1)", [dead.ids]);
+      expect(issues).toEqual([
+        { status: "OPEN", checkout_run_id: null },
+        { status: "OPEN", checkout_run_id: null },
+      ]);
+      const reasons = await h.sql<{ reason: string }>("SELECT reason FROM lock_events WHERE issue_id = ANY($1) AND kind = 'RECOVERED'", [dead.ids]);
+      expect(reasons.map((r) => r.reason)).toEqual(["LEASE_EXPIRED", "LEASE_EXPIRED"]);
+      await other.query("COMMIT");
+    } finally {
+      await other.end();
+    }
+    expect(await sweep(h.db.prisma, sink)).toMatchObject({ timedOutRuns: 1, recoveredIssues: 0 });
   });
 });
