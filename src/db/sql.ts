@@ -118,6 +118,20 @@ function sqlStates(err: unknown, depth = 0): string[] {
   return [...own, ...[e.cause, e.meta, e.driverAdapterError].flatMap((inner) => sqlStates(inner, depth + 1))];
 }
 
+/**
+ * Whether a failed statement certainly changed nothing: PostgreSQL answered it
+ * with an error, so it rolled back. Not when the connection failed (no
+ * SQLSTATE, or class 08), the server was shut down or the backend terminated
+ * (57P01–57P05), or an internal error (class XX): the statement may have
+ * committed before the answer was lost. A statement timeout (57014) did not.
+ */
+export function changedNothing(err: unknown): boolean {
+  // SQLSTATEs only: not the driver adapter's own codes (P1001, P2010, …), which say nothing of a commit.
+  const states = sqlStates(err).filter((code) => /^[0-9A-Z]{5}$/.test(code) && !/^P[1-9]\d{3}$/.test(code));
+  if (states.length === 0) return false;
+  return states.every((code) => !code.startsWith("08") && !code.startsWith("XX") && !/^57P0/.test(code));
+}
+
 /** A deadlock or serialization failure aborted the statement: it changed nothing and may run again. */
 function isRetryable(err: unknown): boolean {
   if (sqlStates(err).some((code) => code === "40P01" || code === "40001")) return true;

@@ -10,6 +10,8 @@
 // after another in arrival order would; requests that touch the same row
 // (same `key`) never share a group, so that order is kept trivially.
 
+import { changedNothing } from "../db/sql.js";
+
 /** More than this many waiting requests go out in several statements. */
 const MAX_GROUP = 64;
 /** How far down the queue a group looks past requests whose key it already has (so a backlog on one key costs no quadratic scan). */
@@ -29,6 +31,8 @@ export class GroupCommit<Req, Ans> {
     private readonly run: (companyId: string, group: Req[]) => Promise<Ans[]>,
     /** Requests with equal keys go in different groups (null: any may share). */
     private readonly key: (request: Req) => string | null = () => null,
+    /** Whether a failed statement certainly changed nothing, so its members may run again alone. */
+    private readonly safeToRerun: (err: unknown) => boolean = changedNothing,
   ) {}
 
   submit(companyId: string, request: Req): Promise<Ans> {
@@ -56,11 +60,14 @@ export class GroupCommit<Req, Ans> {
         );
         group.forEach((w, i) => w.resolve(answers[i]!));
       } catch (err) {
-        if (group.length === 1) group[0]!.reject(err);
-        // The statement failed as a whole and changed nothing. One request's
+        // A statement PostgreSQL refused changed nothing. One request's
         // trouble (a row held elsewhere past the timeout, a deadlock that
         // outlived its retries) must not become the others' answer: each
-        // goes again alone, in order, and gets its own.
+        // goes again alone, in order, and gets its own. But a statement whose
+        // answer was lost (the connection dropped) may have committed: run
+        // again, a claim would take a second issue nobody is told about. Its
+        // members get the error, as a request alone would.
+        if (group.length === 1 || !this.safeToRerun(err)) for (const w of group) w.reject(err);
         else for (const w of group) await this.runAlone(companyId, w);
       }
     }

@@ -132,13 +132,13 @@ it("acquisitions and releases of different issues share a statement; the same is
   expect(kinds.map((k) => k.kind)).toEqual([...Array(3).fill("CLAIMED"), ...Array(3).fill("EXECUTION_ACQUIRED"), ...Array(3).fill("RELEASED")]);
 });
 
-it("when a group's statement fails, each request goes again alone: only the one at fault gets the error", async () => {
-  // The queueing alone, with a statement that fails whenever "poison" is in its group.
+it("when PostgreSQL refuses a group's statement, each request goes again alone: only the one at fault gets the error", async () => {
+  // The queueing alone, with a statement that fails whenever "poison" is in its group, as a statement timeout would (it rolled back).
   const statements: string[][] = [];
   const commit = new GroupCommit<string, string>(async (_company, group) => {
     statements.push(group);
     await new Promise((resolve) => setImmediate(resolve));
-    if (group.includes("poison")) throw new Error("the poisoned statement failed");
+    if (group.includes("poison")) throw Object.assign(new Error("the poisoned statement failed"), { code: "57014" });
     return group.map((r) => `ok ${r}`);
   });
   const results = await Promise.allSettled(["first", "a", "poison", "b"].map((r) => commit.submit("co", r)));
@@ -150,6 +150,24 @@ it("when a group's statement fails, each request goes again alone: only the one 
   ]);
   // "first" alone, then a, poison and b together (which failed), then each of those alone.
   expect(statements).toEqual([["first"], ["a", "poison", "b"], ["a"], ["poison"], ["b"]]);
+});
+
+it("when a group's statement fails without PostgreSQL's answer (it may have committed), every member gets the error and none runs again", async () => {
+  const statements: string[][] = [];
+  const commit = new GroupCommit<string, string>(async (_company, group) => {
+    statements.push(group);
+    await new Promise((resolve) => setImmediate(resolve));
+    if (group.includes("lost")) throw new Error("Connection terminated unexpectedly");
+    return group.map((r) => `ok ${r}`);
+  });
+  const results = await Promise.allSettled(["first", "a", "lost", "b"].map((r) => commit.submit("co", r)));
+  expect(results.map((r) => (r.status === "fulfilled" ? r.value : (r.reason as Error).message))).toEqual([
+    "ok first",
+    "Connection terminated unexpectedly",
+    "Connection terminated unexpectedly",
+    "Connection terminated unexpectedly",
+  ]);
+  expect(statements).toEqual([["first"], ["a", "lost", "b"]]);
 });
 
 it("a backlog on one key drains one request per statement, in order, and a request queued behind it is still answered", async () => {
