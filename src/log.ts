@@ -9,6 +9,9 @@ export const log: Logger = (level, msg, fields) => {
 export const silentLogger: Logger = () => {};
 
 export function errorFields(err: unknown): Record<string, unknown> {
-  if (err instanceof Error) return { error: err.message, errorName: err.name, stack: err.stack };
-  return { error: String(err) };
+  if (!(err instanceof Error)) return { error: String(err) };
+  // A system error (ECONNREFUSED, ETIMEDOUT, …) is the environment's, not a bug: its stack says nothing.
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === "string" && /^E[A-Z0-9_]+$/.test(code)) return { error: err.message, errorName: err.name, code };
+  return { error: err.message, errorName: err.name, stack: err.stack };
 }

@@ -150,6 +150,7 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
   const reconnectListeners = new Set<() => void>();
   const stats = { published: 0, publishFailures: 0 };
   let lastError = 0;
+  let lastPublishWarning = 0;
   const onError = (which: string) => (err: Error) => {
     // ioredis retries by itself; log at most once a second.
     if (Date.now() - lastError > 1000) log("warn", `redis ${which} connection error`, errorFields(err));
@@ -203,19 +204,23 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
     stats,
     publish(events) {
       if (events.length === 0) return;
+      const failed = (n: number, err?: unknown) => {
+        stats.publishFailures += n;
+        if (Date.now() - lastPublishWarning < 1000) return;
+        lastPublishWarning = Date.now();
+        log("warn", "lock event publish failed (subscribers will refill from the ledger)", { events: n, ...(err ? errorFields(err) : { error: "Redis is unreachable" }) });
+      };
+      // Redis away: fail now, and say so, rather than after the caller (recovery --once) has gone.
+      if (publisher.status !== "ready") return failed(events.length);
       const pipeline = publisher.pipeline();
       for (const event of events) pipeline.publish(channelOf(event.companyId), JSON.stringify(event));
       pipeline.exec().then(
         (results) => {
-          const failed = results?.filter(([err]) => err).length ?? events.length;
-          stats.published += events.length - failed;
-          stats.publishFailures += failed;
+          const n = results?.filter(([err]) => err).length ?? events.length;
+          stats.published += events.length - n;
+          if (n > 0) failed(n);
         },
-        (err: unknown) => {
-          stats.publishFailures += events.length;
-          if (Date.now() - lastError > 1000) log("warn", "lock event publish failed (subscribers will refill from the ledger)", errorFields(err));
-          lastError = Date.now();
-        },
+        (err: unknown) => failed(events.length, err),
       );
     },
     subscribe: (companyId, listener) => listen(listeners, channelOf(companyId), companyId, listener),

@@ -1,15 +1,20 @@
 // issuesChanged: the ids of a company's issues created or edited without a
 // lock change, as the bus announces them, coalesced while the client is busy.
 // Best effort by design: nothing is replayed, so a client reads the issues
-// once it is subscribed (and again after a reconnect). Bounded: a client that
-// lets more than `maxPending` distinct ids pile up is ended with
-// SUBSCRIPTION_OVERFLOW, and reads the issues again.
+// once it is subscribed, and again whenever the subscription ends. It ends,
+// so that the client reads again, when notices may have been lost: after a
+// Redis outage, or when more than `maxPending` distinct ids piled up unread
+// (both SUBSCRIPTION_OVERFLOW).
 import type { EventBus } from "./bus.js";
 import { SubscriptionOverflowError } from "./stream.js";
 
+/** How long the answer waits for the bus to confirm it listens (Redis may be away). */
+const WATCH_WAIT_MS = 2000;
+
 /**
- * Resolves once the bus is listening (for Redis: SUBSCRIBE confirmed), so the
- * subscription's answer starts only when no later notice can be missed.
+ * Resolves once the bus is listening (for Redis: SUBSCRIBE confirmed), so that
+ * no notice committed after the answer starts can be missed; if Redis is
+ * away, after WATCH_WAIT_MS, and the subscription then ends when it returns.
  */
 export async function issueNotices(
   bus: EventBus,
@@ -18,26 +23,41 @@ export async function issueNotices(
 ): Promise<AsyncGenerator<string[]>> {
   const pending = new Set<string>();
   let wake: (() => void) | null = null;
-  let overflowed = false;
-  const unwatch = await bus.watchIssues(companyId, (ids) => {
-    for (const id of ids) pending.add(id);
-    if (pending.size > options.maxPending) overflowed = true;
-    wake?.();
-  });
-  options.onOpen?.();
+  let lost: string | null = null;
   let closed = false;
+  let unwatch = () => {};
+  const notify = () => wake?.();
+  const watching = bus
+    .watchIssues(companyId, (ids) => {
+      for (const id of ids) pending.add(id);
+      if (pending.size > options.maxPending) lost = `more than ${options.maxPending} changed issues waited for this subscriber`;
+      notify();
+    })
+    .then(
+      (stop) => (closed ? stop() : void (unwatch = stop)),
+      () => void (lost = "the pub/sub connection failed"),
+    );
+  const stopReconnect = bus.onReconnect(() => {
+    lost = "notices may have been lost while Redis was away";
+    notify();
+  });
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([watching, new Promise<void>((resolve) => (timer = setTimeout(resolve, WATCH_WAIT_MS)))]);
+  clearTimeout(timer);
+  options.onOpen?.();
   const close = () => {
     if (closed) return;
     closed = true;
     unwatch();
+    stopReconnect();
     options.onClose?.();
-    wake?.();
+    notify();
   };
   async function* notices(): AsyncGenerator<string[]> {
     try {
       for (;;) {
         if (closed) return;
-        if (overflowed) throw new SubscriptionOverflowError(`more than ${options.maxPending} changed issues waited for this subscriber: read the issues again and resubscribe`);
+        if (lost) throw new SubscriptionOverflowError(`${lost}: read the issues again and resubscribe`);
         if (pending.size === 0) {
           await new Promise<void>((resolve) => (wake = resolve));
           wake = null;

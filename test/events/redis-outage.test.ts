@@ -122,3 +122,21 @@ it("subscriptions opened and abandoned while Redis is down let go at once, not w
     await redis.restart();
   }
 });
+
+it("ends issuesChanged subscriptions when Redis comes back (notices may have been lost), so that clients read the issues again", async () => {
+  const co = await createCompany(h, 0);
+  // Both instances back on Redis after the test before (a reconnect would end this subscription at once).
+  for (const url of [h.url, urlB]) await eventually(async () => ((await readyz(url)).status === 200 ? true : undefined), "Redis seen again");
+  const s = new Subscriber<Ops.IssuesChangedSubscription>(urlB, co.board.token).start(Ops.IssuesChangedDocument, { companyId: co.id });
+  subscribers.push(s as unknown as Subscriber<Ops.LockChangedSubscription>);
+  // Live first: a notice arrives (retried: the subscription has no acknowledgement over graphql-ws).
+  await eventually(async () => {
+    await co.board.ok(Ops.CreateIssueDocument, { input: { title: "before" } });
+    return s.messages.some((m) => m.data?.issuesChanged.length) ? true : undefined;
+  }, "a notice before the outage");
+  await redis.kill();
+  await co.board.ok(Ops.CreateIssueDocument, { input: { title: "during" } });
+  await redis.restart();
+  await s.until((messages) => messages.some((m) => m.errors?.[0]?.extensions?.code === "SUBSCRIPTION_OVERFLOW"), "the subscription to end", 20_000);
+  expect(s.messages.flatMap((m) => m.data?.issuesChanged ?? []).map((i) => i.title)).not.toContain("during");
+});

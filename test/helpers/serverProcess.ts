@@ -23,6 +23,8 @@ export interface ServerProcess {
   rssMb(): number;
   /** Whether the process is still running. */
   alive(): boolean;
+  /** SIGTERM, as a process manager sends it: resolves with the exit code (null: it did not exit within 30 s, and was killed). */
+  terminate(): Promise<number | null>;
   stop(): Promise<void>;
 }
 
@@ -49,6 +51,18 @@ export async function startServerProcess(env: Record<string, string> = {}): Prom
     output: () => output,
     rssMb: () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))![1]) / 1024,
     alive: () => child.exitCode === null && child.signalCode === null,
+    async terminate() {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+      child.kill("SIGTERM");
+      let timer: NodeJS.Timeout | undefined;
+      const code = await Promise.race([exited, new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), 30_000)))]);
+      clearTimeout(timer);
+      if (code !== "late") return code;
+      child.kill("SIGKILL");
+      await exited;
+      return null;
+    },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
         await new Promise((resolve) => (child.once("exit", resolve), child.kill("SIGKILL")));
