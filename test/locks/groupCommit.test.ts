@@ -13,12 +13,22 @@ import type { Harness } from "../helpers/harness.js";
 
 let h: Harness;
 const published: LockEvent[] = [];
+/** The events of each publish call: one call per statement, so a group shows as one batch. */
+const batches: LockEvent[][] = [];
 let groups: LockGroups;
 const claim = (r: ClaimRequest) => groups.claim.submit(r.actor.companyId, r);
 
 beforeAll(async () => {
   h = await startHarness();
-  groups = createLockGroups({ db: h.db.prisma, events: { publish: (e) => void published.push(...e) } });
+  groups = createLockGroups({
+    db: h.db.prisma,
+    events: {
+      publish: (e) => {
+        published.push(...e);
+        batches.push([...e]);
+      },
+    },
+  });
 });
 afterAll(() => h?.close());
 
@@ -43,6 +53,27 @@ it("a group hands out distinct issues in claim order, as sequential claims in ar
   expect(new Set(answers.flatMap((x) => (x.issue ? [x.issue.id] : []))).size).toBe(6);
   const events = published.filter((e) => e.companyId === co.id);
   expect(events.map((e) => e.seq)).toEqual(["1", "2", "3", "4", "5", "6"]);
+  // And they were grouped: the first claim's statement alone, then one statement for the other six (the seventh found nothing).
+  const ours = batches.filter((b) => b.some((e) => e.companyId === co.id));
+  expect(ours.map((b) => b.length)).toEqual([1, 5]);
+});
+
+it("two releases of one issue never share a statement: the first releases it, the second is told it no longer holds it", async () => {
+  const { co, runs, actor } = await setup(1);
+  const a = co.agents[0]!;
+  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, { inputs: [{ title: "x", assigneeAgentId: a.id }, { title: "y", assigneeAgentId: a.id }] });
+  const [x, y] = [createIssues[0]!.id, createIssues[1]!.id];
+  for (const id of [x, y]) {
+    await a.client.ok(Ops.ClaimIssueDocument, { runId: runs[0]!.id, issueId: id });
+    await a.client.ok(Ops.AcquireExecutionDocument, { runId: runs[0]!.id, issueId: id });
+  }
+  const release = (issueId: string) =>
+    groups.release.submit(co.id, { actor: actor(0), runId: runs[0]!.id, issueId, outcome: "DONE", reason: "DONE" });
+  // y goes alone; both releases of x queue behind it, and must not go out together.
+  const [, first, second] = await Promise.all([release(y), release(x), release(x)]);
+  expect([first.verdict, second.verdict]).toEqual(["RELEASE", "NOT_OWNER"]);
+  const released = await h.sql<{ n: number }>("SELECT count(*)::int AS n FROM lock_events WHERE issue_id = $1 AND kind = 'RELEASED'", [x]);
+  expect(released[0]!.n).toBe(1);
 });
 
 it("each request keeps to its own eligibility, and a dead or foreign run gets nothing", async () => {
