@@ -8,6 +8,7 @@ import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
+import { checkHistory } from "../helpers/history.js";
 import { eventually, race } from "../helpers/race.js";
 
 let h: Harness;
@@ -77,5 +78,9 @@ it("six agents adopting six issues of one dead run at once all adopt, round afte
     expect(answers.map((a) => (a.claimIssue.__typename === "IssueClaimed" ? a.claimIssue.adopted : a.claimIssue.__typename)), `round ${round}`).toEqual(
       adopters.map(() => true),
     );
+    const told = answers.flatMap((a, i) =>
+      a.claimIssue.__typename === "IssueClaimed" ? [{ kind: "claimed" as const, runId: runs[i]!, issueId: a.claimIssue.issue.id, lockEpoch: a.claimIssue.issue.lockEpoch }] : [],
+    );
+    expect(await checkHistory(h.database.url, co.id, told)).toEqual([]);
   }
 });

@@ -3,6 +3,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
+import { checkHistory } from "../helpers/history.js";
+import type { Told } from "../helpers/history.js";
 import { race } from "../helpers/race.js";
 
 let h: Harness;
@@ -25,9 +27,11 @@ async function runsFor(co: Company) {
   })));
 }
 
-async function auditIsClean(co: Company) {
+/** The audit's zeros, and the history checker's verdict on the ledger and on what clients were told. */
+async function auditIsClean(co: Company, told: Told[] = []) {
   const { lockAudit } = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
   expect(lockAudit).toMatchObject({ doubleClaims: 0, locksHeldByDeadRuns: 0, halfReleasedLocks: 0, unescalatedExhausted: 0 });
+  expect(await checkHistory(h.database.url, co.id, told)).toEqual([]);
 }
 
 describe("races", () => {
@@ -39,6 +43,7 @@ describe("races", () => {
       });
     }
     const workers = await runsFor(co);
+    const told: Told[] = [];
     const claimedBy = await race(workers.length, async (w) => {
       const { client, run } = workers[w]!;
       const mine: string[] = [];
@@ -48,6 +53,7 @@ describe("races", () => {
         if (claimIssue.__typename !== "IssueClaimed") throw new Error(`unexpected ${claimIssue.__typename}`);
         expect(claimIssue.issue.checkoutRunId).toBe(run.id);
         mine.push(claimIssue.issue.id);
+        told.push({ kind: "claimed", runId: run.id, issueId: claimIssue.issue.id, lockEpoch: claimIssue.issue.lockEpoch });
       }
     });
     const all = claimedBy.flat();
@@ -61,7 +67,7 @@ describe("races", () => {
       [co.id],
     );
     expect([seqs, max]).toEqual([500, "500"]); // gapless
-    await auditIsClean(co);
+    await auditIsClean(co, told);
   });
 
   it("30 runs check out one issue: exactly one wins and every loser is told who", async () => {
@@ -90,6 +96,7 @@ describe("races", () => {
     }
     const { lockEvents } = await co.board.ok(Ops.LockEventsDocument, { companyId: co.id });
     expect(lockEvents.map((e) => e.kind)).toEqual(["CLAIMED"]);
+    await auditIsClean(co, [{ kind: "claimed", runId: winner.issue.checkoutRunId!, issueId: createIssue.id, lockEpoch: winner.issue.lockEpoch }]);
   });
 
   it("three runHeartbeat ticks at once never claim one issue twice", { repeats: 10 }, async () => {

@@ -12,6 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
 import { eventually, race } from "../helpers/race.js";
+import { checkHistory } from "../helpers/history.js";
 
 const LEASE_SECONDS = 1;
 const INTERVAL_MS = 200;
@@ -97,6 +98,7 @@ describe("recovery, with real processes", () => {
     }
     const { lockAudit } = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
     expect(lockAudit).toMatchObject({ doubleClaims: 0, locksHeldByDeadRuns: 0, halfReleasedLocks: 0, unescalatedExhausted: 0 });
+    expect(await checkHistory(h.database.url, co.id)).toEqual([]);
     const stopped = await Promise.all(loops.map((l) => (l.child.kill("SIGTERM"), l.exited)));
     expect(stopped).toEqual([0, 0, 0]);
     for (const l of loops) expect(parsed(l).some((e) => e.msg === "recovery stopping after the current statement")).toBe(true);
@@ -126,6 +128,7 @@ describe("recovery, with real processes", () => {
     );
     expect([events, issues]).toEqual([held, held]);
     expect(await h.sql("SELECT 1 FROM issues WHERE checkout_run_id = ANY($1)", [runs])).toEqual([]);
+    expect(await checkHistory(h.database.url, co.id)).toEqual([]);
     const logged = sweepers.flatMap((s) => parsed(s).filter((e) => e.msg === "recovery sweep"));
     expect(logged).toHaveLength(3);
     for (const line of logged) expect(line).toHaveProperty("ms");
