@@ -45,6 +45,16 @@ export class BatonError extends Error {
   }
 }
 
+/** How long lockChanges().return() waits for the socket to close politely. */
+const CLOSE_WAIT_MS = 1000;
+
+/** ws with a handshake deadline: a server or proxy that never answers the upgrade is a failed connection, retried. */
+class TimedWebSocket extends WebSocket {
+  constructor(url: string | URL, protocols?: string | string[]) {
+    super(url, protocols, { handshakeTimeout: 10_000 });
+  }
+}
+
 /** Delays between reconnection attempts of lockChanges(), in ms (the last repeats). */
 const RECONNECT_DELAYS = [100, 250, 500, 1000, 2000, 5000];
 
@@ -116,15 +126,24 @@ export class Baton {
     const connect = () =>
       createClient({
         url: this.url.replace(/^http/, "ws"),
-        webSocketImpl: WebSocket,
+        webSocketImpl: TimedWebSocket,
         connectionParams: this.token ? { authorization: `Bearer ${this.token}` } : {},
         retryAttempts: 0, // reconnection is this iterator's: each time with a new afterSeq
         lazy: true,
       });
+    // Ending must not wait on the network: a handshake that never completes
+    // (a proxy that drops WebSockets) would otherwise hold return() for ever.
+    let stop = () => {};
+    const ended = new Promise<IteratorResult<LockChange>>((resolve) => (stop = () => resolve({ done: true, value: undefined })));
     const close = async () => {
       stopped = true;
-      await current?.return?.();
-      await client?.dispose();
+      stop();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        Promise.allSettled([current?.return?.(), client?.dispose()]),
+        new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS))),
+      ]);
+      clearTimeout(timer);
     };
     async function* events(): AsyncGenerator<LockChange> {
       for (let attempt = 0; !stopped; attempt++) {
@@ -161,14 +180,16 @@ export class Baton {
       [Symbol.asyncIterator]() {
         return this;
       },
-      next: () => inner.next(),
+      next: () => (stopped ? ended : Promise.race([inner.next(), ended])),
       async return() {
         await close();
-        return inner.return(undefined);
+        inner.return(undefined).catch(() => {}); // settles once the generator is at rest; nobody needs to wait
+        return { done: true, value: undefined };
       },
       async throw(err?: unknown) {
         await close();
-        return inner.throw(err);
+        inner.return(undefined).catch(() => {});
+        throw err;
       },
     };
   }

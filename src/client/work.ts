@@ -77,6 +77,13 @@ const outcomeOf = (err: unknown): { outcome: "REQUEUE" | "BLOCKED" | "FAILED"; r
   return { outcome: "FAILED", reason: (message || "failed").slice(0, 1000) };
 };
 
+/** A request that failed without a definite answer: it may have been carried out (docs/access.md, Retrying). */
+function mayHaveTakenEffect(err: unknown): boolean {
+  if (!(err instanceof BatonError)) return true;
+  if (err.code === "UNAVAILABLE") return err.errors[0]?.extensions?.outcome !== "NOT_APPLIED";
+  return err.code === "UNREACHABLE" || err.code === "INTERNAL_SERVER_ERROR";
+}
+
 export function work(baton: Baton, handler: Handler, options: WorkOptions = {}): Worker {
   const concurrency = Math.max(1, Math.trunc(options.concurrency ?? 1));
   const log = options.onLog ?? (() => {});
@@ -86,6 +93,8 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
   let wake: () => void = () => {};
   let heartbeat: ReturnType<typeof setInterval> | null = null;
   let events: AsyncIterableIterator<LockChange> | null = null;
+  /** A run whose claim (or the acquisition after it) got no answer: it may hold an issue this worker does not know of. */
+  let unsure: string | null = null;
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -201,17 +210,29 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
     run = await startRun();
     const watching = watch(me.companyId);
     while (!stopping) {
+      if (run && unsure === run.id && running.size === 0) {
+        // finishRun releases whatever the run holds, the unknown issue included, in one statement; a new run takes over.
+        log("finishing a run whose claim went unanswered (it may hold an issue)", { runId: run.id });
+        await baton.request(WorkFinishRunDocument, { runId: run.id, status: "SUCCEEDED" }).catch(() => {});
+        run = null;
+        unsure = null;
+      }
       if (!run) run = await startRun();
       if (running.size >= concurrency) {
         await sleep(options.idleWaitMs ?? 5000);
         continue;
       }
-      const started = await claim(run).catch((err: unknown) => {
+      const current = run;
+      let failed = false;
+      const started = await claim(current).catch((err: unknown) => {
         log("claim failed", { error: (err as Error).message });
+        if (mayHaveTakenEffect(err)) unsure = current.id;
+        failed = true;
         return 0;
       });
       if (started > 0) continue;
-      if (options.once && running.size === 0) break;
+      // With `once`, an empty queue ends the work; a failed claim says nothing of the queue: try again after the wait.
+      if (options.once && running.size === 0 && !failed) break;
       await sleep(options.idleWaitMs ?? 5000);
     }
     stopping = true;

@@ -132,6 +132,21 @@ export function changedNothing(err: unknown): boolean {
   return states.every((code) => !code.startsWith("08") && !code.startsWith("XX") && !/^57P0/.test(code));
 }
 
+/**
+ * Whether a statement failed because the database was away: "unreachable"
+ * (no connection could be made: nothing ran) or "interrupted" (the connection
+ * was lost or the server shut down under it: it may have committed). Null for
+ * anything else.
+ */
+export function unavailability(err: unknown): "unreachable" | "interrupted" | null {
+  const text = JSON.stringify((err as { meta?: unknown })?.meta ?? {}) + String((err as { message?: unknown })?.message ?? "");
+  if (/DatabaseNotReachable|ECONNREFUSED|Can't reach database server|57P03/.test(text)) return "unreachable";
+  const states = sqlStates(err);
+  if (states.some((code) => /^(08|57P0[1-5])/.test(code))) return "interrupted";
+  if (/Connection terminated|Server has closed the connection|ECONNRESET|EPIPE|socket hang up/i.test(text)) return "interrupted";
+  return null;
+}
+
 /** A deadlock or serialization failure aborted the statement: it changed nothing and may run again. */
 function isRetryable(err: unknown): boolean {
   if (sqlStates(err).some((code) => code === "40P01" || code === "40001")) return true;

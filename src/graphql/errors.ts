@@ -12,6 +12,7 @@ import { LimitExceededError } from "../limits.js";
 import { ForbiddenError, InvalidInputError } from "../locks/types.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
+import { unavailability } from "../db/sql.js";
 import type { Metrics } from "../metrics.js";
 
 export function maskError(log: Logger, metrics: Metrics) {
@@ -38,6 +39,17 @@ export function maskError(log: Logger, metrics: Metrics) {
         path: shown.path,
         extensions: http ? { ...extensions, http: { status: http.status } } : extensions,
       });
+    }
+    const away = unavailability(original);
+    if (away) {
+      // The database is away: the client's to retry, not a bug (no stack in the log).
+      log("warn", "database unavailable", { error: String((original as Error)?.message ?? original).split("\n").filter(Boolean).at(-1), kind: away, path: located?.path?.join(".") });
+      return clientError(
+        away === "unreachable"
+          ? "the database is unreachable; nothing was changed: retry"
+          : "the connection to the database was lost: this request may or may not have taken effect (docs/access.md, Retrying)",
+        { code: "UNAVAILABLE", outcome: away === "unreachable" ? "NOT_APPLIED" : "UNKNOWN" },
+      );
     }
     log("error", "unexpected error", { ...errorFields(original), path: located?.path?.join(".") });
     return clientError(message, { code: "INTERNAL_SERVER_ERROR" });

@@ -1,6 +1,10 @@
 // baton.work(): the agent's life cycle in process, against a real server.
 import { Baton, Blocked, Requeue } from "baton/client";
 import type { Job, WorkIssue } from "baton/client";
+import { createServer, request } from "node:http";
+import { connect } from "node:net";
+import type { Duplex } from "node:stream";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
@@ -134,4 +138,97 @@ it("refuses a key that is not an agent's", async () => {
   const co = await createCompany(h, 0);
   const worker = new Baton({ url: h.url, token: co.board.token! }).work(() => {});
   await expect(worker.done).rejects.toMatchObject({ name: "BatonError", code: "FORBIDDEN" });
+});
+
+it("a claim whose answer is lost leaves no issue stranded: the worker finishes that run (releasing it) and goes on with a new one", async () => {
+  const co = await createCompany(h, 1);
+  const ids = await issuesFor(co, 3);
+  // An HTTP proxy in front of the API that forwards the first claim and then drops the connection instead of answering.
+  const target = new URL(h.url);
+  let dropped = 0;
+  const proxy = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      const forward = request(
+        { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
+        (answer) => {
+          if (dropped === 0 && /claimIssue\(/.test(body.toString())) {
+            dropped++;
+            answer.resume();
+            answer.on("end", () => res.socket?.destroy()); // the claim committed; its answer never arrives
+            return;
+          }
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      forward.end(body);
+    });
+  });
+  // lockChanges' WebSocket goes straight through.
+  proxy.on("upgrade", (req, socket, head) => {
+    const upstream = connect(Number(target.port), target.hostname, () => {
+      upstream.write(`${req.method} ${req.url} HTTP/1.1\r\n${Object.entries(req.headers).map(([k, v]) => `${k}: ${v}`).join("\r\n")}\r\n\r\n`);
+      upstream.write(head);
+      upstream.pipe(socket).pipe(upstream);
+    });
+    upstream.on("error", () => socket.destroy());
+    socket.on("error", () => upstream.destroy());
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/graphql`;
+  try {
+    const handled: string[] = [];
+    const runs = new Set<string>();
+    const worker = new Baton({ url, token: co.agents[0]!.client.token! }).work(
+      async (issue, job) => {
+        handled.push(issue.id);
+        runs.add(job.runId);
+      },
+      { concurrency: 1, once: true, idleWaitMs: 50 },
+    );
+    await worker.done;
+    expect(dropped).toBe(1);
+    // The issue claimed by the lost request was released by finishRun and worked by the next run: all three done, each once.
+    expect(handled.sort()).toEqual([...ids].sort());
+    expect(Object.values(await statuses(ids))).toEqual(["DONE", "DONE", "DONE"]);
+    expect(runs.size).toBeGreaterThanOrEqual(1);
+    const released = await h.sql<{ reason: string }>("SELECT reason FROM lock_events WHERE issue_id = ANY($1) AND kind = 'RELEASED' AND reason = 'RUN_FINISHED'", [ids]);
+    expect(released).toHaveLength(1);
+  } finally {
+    proxy.closeAllConnections();
+    await new Promise<void>((resolve) => proxy.close(() => resolve()));
+  }
+});
+
+it("finishes promptly when its live events cannot connect (a proxy that never answers the WebSocket upgrade)", async () => {
+  const co = await createCompany(h, 1);
+  const [id] = await issuesFor(co, 1);
+  const target = new URL(h.url);
+  // Plain HTTP goes through; an upgrade request is left hanging, as some proxies do.
+  const proxy = createServer((req, res) => {
+    const forward = request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    req.pipe(forward);
+  });
+  const hanging: Duplex[] = [];
+  proxy.on("upgrade", (_req, socket: Duplex) => void hanging.push(socket));
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  try {
+    const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/graphql`;
+    const worker = new Baton({ url, token: co.agents[0]!.client.token! }).work(async () => {}, { once: true, idleWaitMs: 50 });
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([worker.done.then(() => "done"), new Promise((resolve) => (timer = setTimeout(() => resolve("still running"), 15_000)))]);
+    clearTimeout(timer);
+    expect(outcome).toBe("done");
+    expect(await statuses([id!])).toEqual({ [id!]: "DONE" });
+  } finally {
+    for (const socket of hanging) socket.destroy();
+    proxy.closeAllConnections();
+    await new Promise<void>((resolve) => proxy.close(() => resolve()));
+  }
 });

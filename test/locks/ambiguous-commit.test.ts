@@ -3,8 +3,6 @@
 // wire protocol to let a statement run and commit, then drop its answer and
 // the connection. The group's members must get an error, not a second run:
 // run again alone, each claim would take another issue nobody was told about.
-import net from "node:net";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { connectDb } from "../../src/db/client.js";
 import type { DbHandle } from "../../src/db/client.js";
@@ -13,81 +11,20 @@ import { claimNextForEach } from "../../src/locks/claimNext.js";
 import type { ClaimAnswer, ClaimRequest } from "../../src/locks/claimNext.js";
 import { GroupCommit } from "../../src/locks/groupCommit.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import { startPgProxy } from "../helpers/pgProxy.js";
+import type { PgProxy } from "../helpers/pgProxy.js";
 import type { Harness } from "../helpers/harness.js";
 
 let h: Harness;
-let proxy: { port: number; cutAfter(passing: number): void; cut(): boolean; close(): Promise<void> };
+let proxy: PgProxy;
 let db: DbHandle;
-
-/**
- * Between a client and PostgreSQL. Armed with cutAfter(n), it lets the answers
- * of n more statements through (each ends with ReadyForQuery), then withholds
- * the next statement's whole answer and closes both sides.
- */
-async function startPgProxy(target: URL): Promise<typeof proxy> {
-  const state = { armed: false, passing: 0, cut: false };
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port || 5432), target.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on("close", () => sockets.delete(s));
-      s.on("error", () => {});
-    }
-    client.pipe(upstream);
-    let buffer = Buffer.alloc(0);
-    let held: Buffer[] = [];
-    upstream.on("data", (chunk: Buffer) => {
-      if (!state.armed) return void client.write(chunk);
-      buffer = Buffer.concat([buffer, chunk]);
-      while (buffer.length >= 5) {
-        const length = buffer.readInt32BE(1);
-        if (buffer.length < 1 + length) break;
-        const message = buffer.subarray(0, 1 + length);
-        buffer = buffer.subarray(1 + length);
-        held.push(message);
-        if (message[0] !== 0x5a) continue; // until ReadyForQuery, the statement's answer is incomplete
-        if (state.passing > 0) {
-          state.passing--;
-          for (const m of held) client.write(m);
-          held = [];
-          continue;
-        }
-        // Committed (ReadyForQuery says so): drop the answer and the connection.
-        state.armed = false;
-        state.cut = true;
-        client.destroy();
-        upstream.destroy();
-        return;
-      }
-    });
-    upstream.on("close", () => client.destroy());
-    client.on("close", () => upstream.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    port: (server.address() as AddressInfo).port,
-    cutAfter(passing) {
-      Object.assign(state, { armed: true, passing, cut: false });
-    },
-    cut: () => state.cut,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 beforeAll(async () => {
   h = await startHarness();
   const target = new URL(h.database.url);
   proxy = await startPgProxy(target);
-  const viaProxy = new URL(h.database.url);
-  viaProxy.hostname = "127.0.0.1";
-  viaProxy.port = String(proxy.port);
   // One connection: every statement of the test goes over it, in order.
-  db = connectDb(viaProxy.toString(), 1, "baton-proxied");
+  db = connectDb(proxy.url(h.database.url), 1, "baton-proxied");
 });
 afterAll(async () => {
   await db?.close();
