@@ -34,6 +34,7 @@ import { createLockGroups } from "./locks/groups.js";
 import type { LockDeps } from "./locks/deps.js";
 import type { Logger } from "./log.js";
 import { boardAssets, isBoardPath } from "./http/board.js";
+import { unavailability } from "./db/sql.js";
 import { Metrics } from "./metrics.js";
 import { errorFields } from "./log.js";
 
@@ -193,8 +194,11 @@ export function buildApp(deps: AppDeps): App {
     async start(port, host = "127.0.0.1") {
       server = createServer((req, res) => {
         handle(req, res).catch((err: unknown) => {
-          deps.log("error", "request failed", errorFields(err));
-          if (!res.headersSent) void refuse(res, 503, "the request could not be served; try again", { code: "INTERNAL_SERVER_ERROR" });
+          // The database away (while a key was looked up, say) is the client's to retry; anything else is ours.
+          const away = unavailability(err);
+          if (away) deps.log("warn", "request failed: database unavailable", { kind: away });
+          else deps.log("error", "request failed", errorFields(err));
+          if (!res.headersSent) void refuse(res, 503, "the request could not be served; try again", { code: away ? "UNAVAILABLE" : "INTERNAL_SERVER_ERROR", ...(away ? { outcome: "NOT_APPLIED" } : {}) });
           else res.destroy();
         });
       });

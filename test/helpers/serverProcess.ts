@@ -28,8 +28,10 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-export async function startServerProcess(env: Record<string, string> = {}): Promise<ServerProcess> {
-  const database = await createTestDatabase();
+/** `options.database`: share a database another process uses (it is not dropped at stop()); default: a fresh one. */
+export async function startServerProcess(env: Record<string, string> = {}, options: { database?: TestDatabase } = {}): Promise<ServerProcess> {
+  const owned = !options.database;
+  const database = options.database ?? (await createTestDatabase());
   const adminToken = "server-process-admin-0123456789";
   const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/bin/server.ts"], {
     cwd: ROOT,
@@ -67,7 +69,7 @@ export async function startServerProcess(env: Record<string, string> = {}): Prom
       if (child.exitCode === null && child.signalCode === null) {
         await new Promise((resolve) => (child.once("exit", resolve), child.kill("SIGKILL")));
       }
-      await database.drop();
+      if (owned) await database.drop();
     },
   };
 }
