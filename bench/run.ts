@@ -1,5 +1,5 @@
 // `npm run bench` (-- --quick for about a minute; -- --only claims,scale to
-// pick scenarios). Runs each scenario against PostgreSQL on this machine,
+// pick scenarios; the 10-minute soak runs only as -- --only soak). Runs each scenario against PostgreSQL on this machine,
 // prints a Markdown table per scenario, and writes bench/results/latest.json,
 // bench/results/latest.md and bench/results/claims.svg (linked from README);
 // a --quick run writes bench/results/quick.* instead (not committed).
@@ -18,11 +18,14 @@ const SCENARIOS: Record<string, () => Promise<{ run(o: BenchOptions): Promise<Sc
   ledger: () => import("./ledger.js"),
   hostile: () => import("./hostile.js"),
   board: () => import("./board.js"),
+  soak: () => import("./soak.js"),
 };
+/** Scenarios that run only when named (--only soak): the soak takes 10 minutes on its own. */
+const ON_REQUEST = new Set(["soak"]);
 
 const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, only: { type: "string" } } });
 const options = defaultOptions(values.quick ?? false);
-const names = values.only ? values.only.split(",") : Object.keys(SCENARIOS);
+const names = values.only ? values.only.split(",") : Object.keys(SCENARIOS).filter((n) => !ON_REQUEST.has(n));
 for (const name of names) if (!SCENARIOS[name]) throw new Error(`unknown scenario ${name}; have ${Object.keys(SCENARIOS).join(", ")}`);
 
 function table(result: ScenarioResult): string {

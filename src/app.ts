@@ -19,7 +19,7 @@ import type { AppServices } from "./graphql/context.js";
 import { createContext } from "./graphql/context.js";
 import { responseSizeLimit } from "./graphql/cost.js";
 import { documentLimits } from "./graphql/documents.js";
-import { maskError } from "./graphql/errors.js";
+import { emptyRefusals, maskError } from "./graphql/errors.js";
 import type { TransportContext } from "./graphql/documents.js";
 import { IssueLoader } from "./graphql/issueLoader.js";
 import { shapeLimits } from "./graphql/limits.js";
@@ -124,7 +124,9 @@ export function buildApp(deps: AppDeps): App {
     // Replaced by documentLimits: yoga's cache admits any document, of any size, from anyone.
     parserAndValidationCache: false,
     maxRequestBodySize: false, // bodyLimit counts instead, with the caller's limit
-    plugins: [bodyLimit(limits, onRefused), shapeLimits, documentLimits(limits, onRefused), responseSizeLimit(limits, onRefused)],
+    // File uploads are not part of the API: a multipart body is refused (415), not half-read.
+    multipart: false,
+    plugins: [bodyLimit(limits, onRefused), shapeLimits, documentLimits(limits, onRefused), responseSizeLimit(limits, onRefused), emptyRefusals()],
     context: (initial) => createContext(services, initial.principal ?? null),
   });
 
@@ -177,7 +179,7 @@ export function buildApp(deps: AppDeps): App {
       res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
       return;
     }
-    if (path === yoga.graphqlEndpoint) {
+    if (path === yoga.graphqlEndpoint || path === `${yoga.graphqlEndpoint}/`) {
       const timer = metrics.requestSeconds.startTimer({ path });
       res.once("finish", () => timer({ status: String(res.statusCode) }));
       return graphql(req, res);

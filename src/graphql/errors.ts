@@ -15,6 +15,36 @@ import { errorFields } from "../log.js";
 import { unavailability } from "../db/sql.js";
 import type { Metrics } from "../metrics.js";
 
+/** The code of a GraphQLError graphql-js raised without one, from what it says. */
+export function codeOf(message: string): string {
+  if (/^Syntax Error/.test(message)) return "GRAPHQL_PARSE_FAILED";
+  if (/^Variable "\$|^Too many errors processing variables/.test(message)) return "BAD_USER_INPUT";
+  if (/^Unable to identify operation|^Could not determine what operation|^Must provide operation|^Unknown operation named/.test(message)) return "OPERATION_RESOLUTION_FAILURE";
+  return "GRAPHQL_VALIDATION_FAILED";
+}
+
+/**
+ * yoga refuses some requests before GraphQL with an empty body (a
+ * Content-Type it does not take, an Accept it cannot meet). Every refusal
+ * here is JSON with a message and a code, like every other.
+ */
+export function emptyRefusals() {
+  const say: Record<number, string> = {
+    405: "use GET or POST",
+    406: "the Accept header allows no answer this endpoint gives: accept application/json (or application/graphql-response+json); subscriptions also text/event-stream",
+    415: "send the operation as JSON: Content-Type: application/json",
+  };
+  return {
+    onResponse({ response, setResponse }: { response: Response; setResponse(r: Response): void }) {
+      if (response.status < 400 || response.body !== null || !say[response.status]) return;
+      const headers = new Headers(response.headers);
+      headers.set("content-type", "application/json; charset=utf-8");
+      headers.delete("content-length");
+      setResponse(new Response(JSON.stringify({ errors: [{ message: say[response.status], extensions: { code: "BAD_REQUEST" } }] }), { status: response.status, headers }));
+    },
+  };
+}
+
 export function maskError(log: Logger, metrics: Metrics) {
   return (error: unknown, message: string): Error => {
     const located = error instanceof GraphQLError ? error : null;
@@ -31,7 +61,9 @@ export function maskError(log: Logger, metrics: Metrics) {
     if (original instanceof GraphQLError) {
       const shown = located ?? original;
       const { originalError, http, ...extensions } = shown.extensions as { originalError?: unknown; http?: { status?: number; spec?: boolean }; code?: unknown };
-      if (originalError === undefined && !(extensions.code === "LIMIT_EXCEEDED" && http?.spec)) return shown;
+      // graphql-js reports bad variables and invalid documents without a code: every error a client sees has one.
+      if (extensions.code === undefined) extensions.code = codeOf(shown.message);
+      else if (originalError === undefined && !(extensions.code === "LIMIT_EXCEEDED" && http?.spec)) return shown;
       // A request refused before it is a GraphQL request (a body that is not JSON, one over a limit) is
       // answered 4xx even to application/json clients: yoga tells by `spec`, or by an originalError, which is not shown.
       return new GraphQLError(shown.message, {
@@ -39,6 +71,10 @@ export function maskError(log: Logger, metrics: Metrics) {
         path: shown.path,
         extensions: http ? { ...extensions, http: { status: http.status } } : extensions,
       });
+    }
+    // yoga parses a GET's `variables` and `extensions` query parameters as JSON, and lets the SyntaxError through.
+    if (original instanceof SyntaxError) {
+      return clientError("the variables and extensions parameters must be JSON", { code: "BAD_REQUEST", http: { status: 400 } });
     }
     const away = unavailability(original);
     if (away) {

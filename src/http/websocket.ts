@@ -7,15 +7,17 @@
 // UNAUTHENTICATED, as over HTTP; the socket stays open, within
 // anonymousConnectionsPerAddress.
 import type { Server } from "node:http";
-import { GraphQLError } from "graphql";
+import { GraphQLError, getOperationAST } from "graphql";
 import type { ExecutionArgs } from "graphql";
 import type { YogaServerInstance } from "graphql-yoga";
 import { useServer } from "graphql-ws/use/ws";
 import { WebSocketServer } from "ws";
+import type { WebSocket } from "ws";
 import type { Principal, PrincipalResolver } from "../auth/principal.js";
 import { principalKey } from "../auth/principal.js";
 import type { TransportContext } from "../graphql/documents.js";
 import { limitError } from "../graphql/documents.js";
+import { codeOf } from "../graphql/errors.js";
 import { LimitExceededError } from "../limits.js";
 import type { Limits } from "../limits.js";
 import type { Logger } from "../log.js";
@@ -54,8 +56,40 @@ export interface WebSocketDeps {
   onRefused: (limit: string) => void;
 }
 
+/** The same error with a code. */
+function coded(err: GraphQLError, code: string): GraphQLError {
+  return new GraphQLError(err.message, { nodes: err.nodes, source: err.source, positions: err.positions, path: err.path, extensions: { ...err.extensions, code } });
+}
+
+/** Message types a client may send (graphql-transport-ws). */
+const CLIENT_MESSAGES = new Set(["connection_init", "ping", "pong", "subscribe", "complete"]);
+
+/**
+ * Closes the socket with 4400 on a message a client may not send (`next`,
+ * `error`, an unknown type), before graphql-ws sees it: it would close with
+ * 4500 and print a stack, as if it were our fault.
+ */
+function guardMessages(socket: WebSocket): void {
+  const on = socket.on.bind(socket) as (event: string, listener: (...args: unknown[]) => void) => WebSocket;
+  (socket as unknown as { on: typeof on }).on = (event, listener) => {
+    if (event !== "message") return on(event, listener);
+    return on("message", (data: unknown, ...rest: unknown[]) => {
+      let type: unknown;
+      try {
+        type = (JSON.parse(String(data)) as { type?: unknown } | null)?.type;
+      } catch {
+        type = "connection_init"; // not JSON: graphql-ws answers that itself, with 4400
+      }
+      if (typeof type !== "string" || !CLIENT_MESSAGES.has(type)) return void socket.close(4400, `a client may not send "${String(type).slice(0, 40)}" messages`);
+      listener(data, ...rest);
+    });
+  };
+}
+
 export function serveWebSockets(server: Server, deps: WebSocketDeps): { close(): Promise<void> } {
   const wss = new WebSocketServer({ server, path: deps.yoga.graphqlEndpoint, maxPayload: MAX_MESSAGE_BYTES });
+  // Before graphql-ws's own listener, which it adds on the same event.
+  wss.on("connection", (socket) => guardMessages(socket));
   // One error for every refusal: a socket may send thousands at once, and each new Error captures a stack.
   const tooManyOnSocket = [
     limitError(new LimitExceededError("subscriptionsPerSocket", deps.limits.subscriptionsPerSocket, "too many operations open on this socket")),
@@ -106,7 +140,15 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
           document = enveloped.parse(params.query);
         } catch (err) {
           // A malformed or oversized operation ends that subscription, not the socket.
-          return [err instanceof GraphQLError ? err : new GraphQLError("could not parse the operation", { extensions: { code: "BAD_USER_INPUT" } })];
+          if (!(err instanceof GraphQLError)) return [new GraphQLError("could not parse the operation", { extensions: { code: "GRAPHQL_PARSE_FAILED" } })];
+          return [err.extensions.code === undefined ? coded(err, "GRAPHQL_PARSE_FAILED") : err];
+        }
+        if (!getOperationAST(document, params.operationName)) {
+          return [
+            new GraphQLError(params.operationName ? `no operation named "${params.operationName}" in the document` : "the document holds several operations: name the one to run (operationName)", {
+              extensions: { code: "OPERATION_RESOLUTION_FAILURE" },
+            }),
+          ];
         }
         const args = {
           schema: enveloped.schema,
@@ -116,8 +158,14 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
           contextValue: await enveloped.contextFactory(),
           rootValue: { execute: enveloped.execute, subscribe: enveloped.subscribe },
         };
-        const errors = enveloped.validate(args.schema, args.document);
-        if (errors.length) return errors;
+        let errors: readonly GraphQLError[];
+        try {
+          errors = enveloped.validate(args.schema, args.document);
+        } catch (err) {
+          // A few graphql-js rules throw instead of reporting (a subscription's directive missing its argument).
+          errors = [new GraphQLError(err instanceof Error ? err.message : "the operation is not valid")];
+        }
+        if (errors.length) return errors.map((e) => (e.extensions.code === undefined ? coded(e, codeOf(e.message)) : e));
         return args;
       },
       execute: (args) => (args.rootValue as { execute: (a: ExecutionArgs) => unknown }).execute(args) as never,

@@ -1,0 +1,152 @@
+// The soak (issue 12): 64 agents over 100,000 issues for 10 minutes (--quick:
+// 16 agents, 10,000 issues, 1 minute), against the API as its own process, with
+// the recovery loop running as its own process, and agents "killed" at random:
+// a killed agent stops heartbeating and vanishes mid-job, holding its lock, as
+// a SIGKILLed one would, and a new agent takes its place. Afterwards every
+// lease is let run out, one sweep runs, and the history checker must find the
+// ledger, the rows and everything the agents were told consistent, with the
+// audit at zero. The API's memory is sampled throughout (the curve is in the
+// results).
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import pg from "pg";
+import { checkHistory } from "../test/helpers/history.js";
+import type { Told } from "../test/helpers/history.js";
+import { ADMIN_TOKEN, freshDatabase, gql, startApi } from "./lib.js";
+import type { BenchOptions, ScenarioResult } from "./scenario.js";
+
+const PORT = 4793;
+const LEASE_SECONDS = 10;
+/** The chance that an agent dies in the middle of a job. */
+const KILL_CHANCE = 0.01;
+
+type Claim = { claimIssue: { __typename: string; issue?: { id: string; lockEpoch: number } } };
+
+export async function run(options: BenchOptions): Promise<ScenarioResult> {
+  const agents = options.quick ? 16 : 64;
+  const issues = options.quick ? 10_000 : 100_000;
+  const seconds = options.quick ? 60 : 600;
+  const databaseUrl = await freshDatabase("baton_bench_soak");
+  const api = await startApi(databaseUrl, PORT, { BATON_RUN_LEASE_SECONDS: String(LEASE_SECONDS) });
+  const recovery = spawn(process.execPath, ["--import", "tsx", "src/bin/recovery.ts"], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, BATON_RECOVERY_INTERVAL_MS: "2000" },
+    stdio: "ignore",
+  });
+  const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${api.child.pid}/status`, "utf8"))![1]) / 1024;
+  const told: Told[] = [];
+  const tally = { jobs: 0, requeued: 0, killed: 0, errors: 0 };
+  const memory: [number, number][] = [];
+  try {
+    const { createCompany } = await gql<{ createCompany: { company: { id: string }; boardKey: string } }>(
+      api.url, ADMIN_TOKEN, `mutation { createCompany(name: "soak") { company { id } boardKey } }`);
+    const companyId = createCompany.company.id;
+    const keys: string[] = [];
+    for (let i = 0; i < agents; i++) {
+      const { createAgent } = await gql<{ createAgent: { apiKey: string } }>(api.url, createCompany.boardKey, `mutation($n: String!) { createAgent(name: $n) { apiKey } }`, { n: `agent ${i}` });
+      keys.push(createAgent.apiKey);
+    }
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    await db.query(`INSERT INTO issues (company_id, title, priority) SELECT $1, 'job ' || g, (ARRAY['CRITICAL','HIGH','MEDIUM','LOW'])[1 + g % 4]::issue_priority FROM generate_series(1, $2::int) g`, [companyId, issues]);
+    await db.end();
+
+    const started = performance.now();
+    const deadline = started + seconds * 1000;
+    const sampler = setInterval(() => memory.push([Math.round((performance.now() - started) / 1000), Math.round(rss())]), 10_000);
+    memory.push([0, Math.round(rss())]);
+
+    /** One agent's life: a run, heartbeats, jobs; until it is killed (then a new life) or the soak ends. */
+    async function life(key: string): Promise<"killed" | "done"> {
+      const call = <T>(query: string, variables?: Record<string, unknown>) => gql<T>(api.url, key, query, variables);
+      let runId: string;
+      try {
+        runId = (await call<{ startRun: { id: string } }>(`mutation { startRun { id } }`)).startRun.id;
+      } catch {
+        tally.errors++;
+        return "done";
+      }
+      const beat = setInterval(() => void call(`mutation($r: ID!) { heartbeatRun(runId: $r) { __typename } }`, { r: runId }).catch(() => {}), (LEASE_SECONDS * 1000) / 3);
+      try {
+        while (performance.now() < deadline) {
+          let claim: Claim;
+          try {
+            claim = await call<Claim>(`mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename ... on IssueClaimed { issue { id lockEpoch } } } }`, { r: runId });
+          } catch {
+            tally.errors++;
+            return "killed"; // an unknown outcome: this run may hold an issue; leave it to its lease, as a dead agent would
+          }
+          const issue = claim.claimIssue.issue;
+          if (claim.claimIssue.__typename === "RunNotActive") return "killed";
+          if (!issue) {
+            await new Promise((resolve) => setTimeout(resolve, 200));
+            continue;
+          }
+          told.push({ kind: "claimed", runId, issueId: issue.id, lockEpoch: issue.lockEpoch });
+          const acquired = await call<{ acquireExecution: { __typename: string } }>(
+            `mutation($r: ID!, $i: ID!) { acquireExecution(runId: $r, issueId: $i) { __typename } }`, { r: runId, i: issue.id }).catch(() => null);
+          if (acquired?.acquireExecution.__typename !== "ExecutionAcquired") return "killed";
+          if (Math.random() < KILL_CHANCE) {
+            tally.killed++;
+            return "killed"; // dies mid-job: no release, no more heartbeats
+          }
+          const outcome = Math.random() < 0.2 ? "REQUEUE" : "DONE";
+          const released = await call<{ releaseIssue: { __typename: string } }>(
+            `mutation($r: ID!, $i: ID!, $o: ReleaseOutcome!) { releaseIssue(runId: $r, issueId: $i, outcome: $o) { __typename } }`, { r: runId, i: issue.id, o: outcome }).catch(() => null);
+          if (released?.releaseIssue.__typename !== "IssueReleased") return "killed";
+          told.push({ kind: "released", runId, issueId: issue.id });
+          tally.jobs++;
+          if (outcome === "REQUEUE") tally.requeued++;
+        }
+        await call(`mutation($r: ID!) { finishRun(runId: $r, status: SUCCEEDED) { __typename } }`, { r: runId }).catch(() => {});
+        return "done";
+      } finally {
+        clearInterval(beat);
+      }
+    }
+    await Promise.all(keys.map(async (key) => {
+      while ((await life(key)) === "killed" && performance.now() < deadline);
+    }));
+    clearInterval(sampler);
+    memory.push([Math.round((performance.now() - started) / 1000), Math.round(rss())]);
+
+    // Every lease runs out, then the recovery loop (still running) frees what the dead held.
+    const check = new pg.Client({ connectionString: databaseUrl });
+    await check.connect();
+    let held = -1;
+    for (const until = Date.now() + (LEASE_SECONDS + 30) * 1000; Date.now() < until; ) {
+      held = (await check.query(`SELECT count(*)::int AS n FROM issues WHERE checkout_run_id IS NOT NULL`)).rows[0].n;
+      if (held === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+    const audit = await gql<{ lockAudit: Record<string, unknown> }>(api.url, createCompany.boardKey,
+      `query($c: ID!) { lockAudit(companyId: $c) { doubleClaims halfReleasedLocks locksHeldByDeadRuns unescalatedExhausted } }`, { c: companyId });
+    await check.end();
+    const violations = await checkHistory(databaseUrl, companyId, told);
+    const curve = memory.map(([t, mb]) => `${t}s ${mb} MB`).join(", ");
+    return {
+      name: "soak",
+      columns: ["agents", "issues", "seconds", "jobs done", "requeued", "agents killed mid-job", "call errors", "locks still held", "audit", "checker violations", "API memory start → end MB"],
+      rows: [{
+        agents,
+        issues: issues.toLocaleString("en"),
+        seconds,
+        "jobs done": tally.jobs.toLocaleString("en"),
+        requeued: tally.requeued.toLocaleString("en"),
+        "agents killed mid-job": tally.killed,
+        "call errors": tally.errors,
+        "locks still held": held,
+        audit: JSON.stringify(audit.lockAudit),
+        "checker violations": violations.length,
+        "API memory start → end MB": `${memory[0]![1]} → ${memory.at(-1)![1]}`,
+      }],
+      notes: [
+        `Agents die mid-job with probability ${KILL_CHANCE} per job (no release, no heartbeat; lease ${LEASE_SECONDS} s); the recovery loop runs as its own process every 2 s. Goal: zero checker violations, the audit at zero, memory flat.`,
+        `API memory (RSS) over the run: ${curve}.`,
+        ...(violations.length ? [`First violations: ${violations.slice(0, 5).join(" | ")}`] : []),
+      ],
+    };
+  } finally {
+    recovery.kill("SIGTERM");
+    await api.stop();
+  }
+}
