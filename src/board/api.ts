@@ -21,22 +21,23 @@ export type Doc<R, V> = DocumentTypeDecoration<R, V> & { toString(): string };
 export class Api {
   constructor(private readonly token: string) {}
 
-  private headers(accept: string): HeadersInit {
-    return { "content-type": "application/json", accept, authorization: `Bearer ${this.token}` };
-  }
-
-  /** One operation; throws ApiError with the server's message when it answers errors. */
-  async request<R, V>(document: Doc<R, V>, variables: V): Promise<R> {
-    let response: Response;
+  /** POST /graphql with the key; a network failure is ApiError UNREACHABLE. */
+  private async post(query: string, variables: unknown, accept: string, signal?: AbortSignal): Promise<Response> {
     try {
-      response = await fetch(ENDPOINT, {
+      return await fetch(ENDPOINT, {
         method: "POST",
-        headers: this.headers("application/graphql-response+json, application/json"),
-        body: JSON.stringify({ query: document.toString(), variables }),
+        headers: { "content-type": "application/json", accept, authorization: `Bearer ${this.token}` },
+        body: JSON.stringify({ query, variables }),
+        signal: signal ?? null,
       });
     } catch {
       throw new ApiError("the server did not answer", "UNREACHABLE");
     }
+  }
+
+  /** One operation; throws ApiError with the server's message when it answers errors. */
+  async request<R, V>(document: Doc<R, V>, variables: V): Promise<R> {
+    const response = await this.post(document.toString(), variables, "application/graphql-response+json, application/json");
     const body = (await response.json().catch(() => null)) as {
       data?: R;
       errors?: { message: string; extensions?: { code?: string } }[];
@@ -55,15 +56,10 @@ export class Api {
   async subscribe<R, V>(document: Doc<R, V>, variables: V, handlers: { opened(): void; next(data: R): void }, signal: AbortSignal): Promise<void> {
     let response: Response;
     try {
-      response = await fetch(ENDPOINT, {
-        method: "POST",
-        headers: this.headers("text/event-stream"),
-        body: JSON.stringify({ query: document.toString(), variables }),
-        signal,
-      });
-    } catch {
+      response = await this.post(document.toString(), variables, "text/event-stream", signal);
+    } catch (err) {
       if (signal.aborted) return;
-      throw new ApiError("the server did not answer", "UNREACHABLE");
+      throw err;
     }
     if (!response.ok || !response.body) throw new ApiError(`the server answered ${response.status}`, response.status === 401 ? "UNAUTHENTICATED" : "UNREACHABLE");
     handlers.opened();

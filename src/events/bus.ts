@@ -23,41 +23,37 @@ export const MAX_NOTICE_IDS = 1000;
 
 const SEQ = /^[1-9]\d{0,18}$/;
 
-/** A message from Redis, if it has the shape of a lock event (as eventJson writes it). */
-export function parseLockEvent(message: string): LockEvent | null {
-  let value: unknown;
+/** A Redis message as a JSON object, or null: anyone who can reach Redis can publish on our channels. */
+function jsonObject(message: string): Record<string, unknown> | null {
   try {
-    value = JSON.parse(message);
+    const value: unknown = JSON.parse(message);
+    return typeof value === "object" && value !== null ? (value as Record<string, unknown>) : null;
   } catch {
     return null;
   }
-  if (typeof value !== "object" || value === null) return null;
-  const e = value as Record<string, unknown>;
-  const id = (v: unknown) => typeof v === "string" && isUuid(v);
+}
+
+const id = (v: unknown) => typeof v === "string" && isUuid(v);
+
+/** A message from Redis, if it has the shape of a lock event (as eventJson writes it). */
+export function parseLockEvent(message: string): LockEvent | null {
+  const e = jsonObject(message);
+  if (!e) return null;
   const ok =
     typeof e.seq === "string" && SEQ.test(e.seq) &&
     id(e.companyId) && id(e.issueId) &&
     (LOCK_EVENT_KINDS as readonly unknown[]).includes(e.kind) &&
     (ISSUE_STATUSES as readonly unknown[]).includes(e.status) &&
     (e.runId === null || id(e.runId)) && (e.agentId === null || id(e.agentId));
-  return ok ? (value as LockEvent) : null;
+  return ok ? (e as unknown as LockEvent) : null;
 }
 
 /** A notice from Redis, if it is a list of issue ids of the channel's company. */
 export function parseNotice(message: string): { companyId: string; issueIds: string[] } | null {
-  let value: unknown;
-  try {
-    value = JSON.parse(message);
-  } catch {
-    return null;
-  }
-  if (typeof value !== "object" || value === null) return null;
-  const n = value as Record<string, unknown>;
-  const ok =
-    typeof n.companyId === "string" && isUuid(n.companyId) &&
-    Array.isArray(n.issueIds) && n.issueIds.length <= MAX_NOTICE_IDS &&
-    n.issueIds.every((id) => typeof id === "string" && isUuid(id));
-  return ok ? (value as { companyId: string; issueIds: string[] }) : null;
+  const n = jsonObject(message);
+  if (!n) return null;
+  const ok = id(n.companyId) && Array.isArray(n.issueIds) && n.issueIds.length <= MAX_NOTICE_IDS && n.issueIds.every(id);
+  return ok ? (n as { companyId: string; issueIds: string[] }) : null;
 }
 
 export interface EventBus extends EventSink {
