@@ -33,9 +33,14 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
     stdio: "ignore",
   });
   const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${api.child.pid}/status`, "utf8"))![1]) / 1024;
+  /** The API's live JavaScript heap, from its own /metrics: RSS alone also counts heap V8 has not handed back yet. */
+  const heap = async () => {
+    const text = await (await fetch(`http://127.0.0.1:${PORT}/metrics`)).text();
+    return Math.round(Number(/^baton_nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? NaN) / 1024 / 1024);
+  };
   const told: Told[] = [];
   const tally = { jobs: 0, requeued: 0, killed: 0, errors: 0 };
-  const memory: [number, number][] = [];
+  const memory: [number, number, number][] = [];
   try {
     const { createCompany } = await gql<{ createCompany: { company: { id: string }; boardKey: string } }>(
       api.url, ADMIN_TOKEN, `mutation { createCompany(name: "soak") { company { id } boardKey } }`);
@@ -52,8 +57,9 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
 
     const started = performance.now();
     const deadline = started + seconds * 1000;
-    const sampler = setInterval(() => memory.push([Math.round((performance.now() - started) / 1000), Math.round(rss())]), 10_000);
-    memory.push([0, Math.round(rss())]);
+    const sample = async () => memory.push([Math.round((performance.now() - started) / 1000), Math.round(rss()), await heap().catch(() => NaN)]);
+    const sampler = setInterval(() => void sample(), 10_000);
+    await sample();
 
     /** One agent's life: a run, heartbeats, jobs; until it is killed (then a new life) or the soak ends. */
     async function life(key: string): Promise<"killed" | "done"> {
@@ -107,7 +113,7 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       while ((await life(key)) === "killed" && performance.now() < deadline);
     }));
     clearInterval(sampler);
-    memory.push([Math.round((performance.now() - started) / 1000), Math.round(rss())]);
+    await sample();
 
     // Every lease runs out, then the recovery loop (still running) frees what the dead held.
     const check = new pg.Client({ connectionString: databaseUrl });
@@ -122,10 +128,10 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       `query($c: ID!) { lockAudit(companyId: $c) { doubleClaims halfReleasedLocks locksHeldByDeadRuns unescalatedExhausted } }`, { c: companyId });
     await check.end();
     const violations = await checkHistory(databaseUrl, companyId, told);
-    const curve = memory.map(([t, mb]) => `${t}s ${mb} MB`).join(", ");
+    const curve = memory.map(([t, mb, used]) => `${t}s ${mb}/${used}`).join(", ");
     return {
       name: "soak",
-      columns: ["agents", "issues", "seconds", "jobs done", "requeued", "agents killed mid-job", "call errors", "locks still held", "audit", "checker violations", "API memory start → end MB"],
+      columns: ["agents", "issues", "seconds", "jobs done", "requeued", "agents killed mid-job", "call errors", "locks still held", "audit", "checker violations", "API RSS start → end MB", "API heap used start → end MB"],
       rows: [{
         agents,
         issues: issues.toLocaleString("en"),
@@ -137,11 +143,12 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
         "locks still held": held,
         audit: JSON.stringify(audit.lockAudit),
         "checker violations": violations.length,
-        "API memory start → end MB": `${memory[0]![1]} → ${memory.at(-1)![1]}`,
+        "API RSS start → end MB": `${memory[0]![1]} → ${memory.at(-1)![1]}`,
+        "API heap used start → end MB": `${memory[0]![2]} → ${memory.at(-1)![2]}`,
       }],
       notes: [
         `Agents die mid-job with probability ${KILL_CHANCE} per job (no release, no heartbeat; lease ${LEASE_SECONDS} s); the recovery loop runs as its own process every 2 s. Goal: zero checker violations, the audit at zero, memory flat.`,
-        `API memory (RSS) over the run: ${curve}.`,
+        `API memory over the run, RSS/heap used in MB every 10 s: ${curve}.`,
         ...(violations.length ? [`First violations: ${violations.slice(0, 5).join(" | ")}`] : []),
       ],
     };

@@ -50,12 +50,34 @@ const timeOutExpiredRuns = (batch: number) => sql`
   SELECT count(*)::int AS n FROM timed_out`;
 
 /**
+ * TIME_OUT_BUSY_EXPIRED_RUNS. The expired runs TIME_OUT_EXPIRED_RUNS skipped
+ * because another transaction held their row: most often the dead agent's own
+ * claim or acquire, which reads its run FOR SHARE. Skipping them for ever
+ * would leave their locks held for as long as the agent kept calling, so this
+ * pass waits for each row (a statement's time) instead. It locks run rows
+ * only, in id order, so it cannot deadlock with the API's statements (which
+ * lock runs, then issues) or with another sweeper; and it re-checks the lease
+ * on the newest row version, so a heartbeat that landed first wins.
+ */
+const timeOutBusyExpiredRuns = (batch: number) => sql`
+  WITH expired AS (
+    SELECT r.id FROM heartbeat_runs r
+     WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()
+     ORDER BY r.id
+     LIMIT ${batch}::int
+       FOR UPDATE
+  ), timed_out AS (
+    UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
+      FROM expired e WHERE r.id = e.id AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
+    RETURNING r.id
+  )
+  SELECT count(*)::int AS n FROM timed_out`;
+
+/**
  * RECOVER_LOCKS_OF_DEAD_RUNS. Invariant: a lock whose run is alive is never
  * touched, and each recovered issue gets exactly one event. Candidates come
- * from the snapshot (held by a dead run: terminal, missing, or RUNNING with
- * its lease run out, which step 1 skips while another transaction holds the
- * run's row, e.g. its agent still calling; a dead run stays dead, so a stale
- * candidate is only ever one whose lock moved on), and `locked`
+ * from the snapshot (held by a terminal or missing run; a dead run stays dead,
+ * so a stale candidate is only ever one whose lock moved on), and `locked`
  * re-checks on the newest row version that the lock still points at that same
  * dead run, skipping rows a live transaction holds. A CLAIMED holder that died
  * spent an attempt; an issue left without one is ESCALATED instead of OPEN.
@@ -67,7 +89,7 @@ const recoverDeadLocks = (batch: number) => sql`
   candidates AS (
     SELECT i.id, i.checkout_run_id AS dead_run, h.agent_id, h.status AS run_status
       FROM gate, issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
-     WHERE i.checkout_run_id IS NOT NULL AND NOT baton_run_is_live(h.status, h.lease_expires_at)
+     WHERE i.checkout_run_id IS NOT NULL AND (h.id IS NULL OR h.status <> 'RUNNING')
      LIMIT ${batch}::int
   ),
   locked AS (
@@ -89,7 +111,7 @@ const recoverDeadLocks = (batch: number) => sql`
               CASE WHEN i.status = 'ESCALATED' THEN 'ESCALATED' ELSE 'RECOVERED' END AS ev_kind,
               l.dead_run AS ev_run_id, l.agent_id AS ev_agent_id,
               CASE WHEN l.run_status IS NULL THEN 'RUN_MISSING'
-                   WHEN l.run_status IN ('TIMED_OUT', 'RUNNING') THEN 'LEASE_EXPIRED'
+                   WHEN l.run_status = 'TIMED_OUT' THEN 'LEASE_EXPIRED'
                    ELSE 'RUN_FINISHED' END AS ev_reason
   ),
   ${appendEvents("changed")}
@@ -201,10 +223,12 @@ export async function sweep(db: Db, events: EventSink, options: SweepOptions = {
   }
   const stop = options.shouldStop ?? (() => false);
   const counts: SweepCounts = { timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0 };
-  for (;;) {
-    const { n } = await queryOne<{ n: number }>(db, timeOutExpiredRuns(batch));
-    counts.timedOutRuns += n;
-    if (n < batch || stop()) break;
+  for (const step of [timeOutExpiredRuns, timeOutBusyExpiredRuns]) {
+    for (;;) {
+      const { n } = await queryOne<{ n: number }>(db, step(batch));
+      counts.timedOutRuns += n;
+      if (n < batch || stop()) break;
+    }
   }
   for (const step of [recoverDeadLocks, escalateExhausted]) {
     for (;;) {

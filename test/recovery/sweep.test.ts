@@ -6,7 +6,7 @@ import { previewSweep, sweep } from "../../src/locks/sweep.js";
 import type { LockEvent } from "../../src/locks/types.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
-import { race } from "../helpers/race.js";
+import { eventually, race } from "../helpers/race.js";
 
 let h: Harness;
 const published: LockEvent[] = [];
@@ -217,8 +217,8 @@ describe("recovery sweep", () => {
   });
 });
 
-describe("a dead run recovery cannot lock", () => {
-  it("frees its locks in one sweep while its row is held FOR SHARE (its agent still calling), and times it out in the next", async () => {
+describe("a dead run whose row is busy", () => {
+  it("is timed out and its locks freed in one sweep, which waits for its agent's statement (FOR SHARE) instead of skipping it", async () => {
     const co = await createCompany(h, 1);
     const dead = await heldIssues(co, 0, 2, 1);
     await expire(dead.run.id, "-1 second");
@@ -228,21 +228,25 @@ describe("a dead run recovery cannot lock", () => {
     try {
       await other.query("BEGIN");
       await other.query("SELECT 1 FROM heartbeat_runs WHERE id = $1 FOR SHARE", [dead.run.id]);
-      const counts = await sweep(h.db.prisma, sink);
-      expect(counts).toMatchObject({ timedOutRuns: 0, recoveredIssues: 2 });
-      const audit = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
-      expect(audit.lockAudit.locksHeldByDeadRuns).toBe(0);
-      const issues = await h.sql<{ status: string; checkout_run_id: string | null }>("SELECT status::text, checkout_run_id FROM issues WHERE id = ANY($1)", [dead.ids]);
-      expect(issues).toEqual([
-        { status: "OPEN", checkout_run_id: null },
-        { status: "OPEN", checkout_run_id: null },
-      ]);
-      const reasons = await h.sql<{ reason: string }>("SELECT reason FROM lock_events WHERE issue_id = ANY($1) AND kind = 'RECOVERED'", [dead.ids]);
-      expect(reasons.map((r) => r.reason)).toEqual(["LEASE_EXPIRED", "LEASE_EXPIRED"]);
+      const sweeping = sweep(h.db.prisma, sink);
+      const pid = (await other.query("SELECT pg_backend_pid() AS pid")).rows[0].pid;
+      await eventually(async () => {
+        const waiting = await h.sql("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> $1", [pid]);
+        return waiting.length > 0 ? true : undefined;
+      }, "the sweep to wait for the run's row");
       await other.query("COMMIT");
+      expect(await sweeping).toMatchObject({ timedOutRuns: 1, recoveredIssues: 2 });
     } finally {
       await other.end();
     }
-    expect(await sweep(h.db.prisma, sink)).toMatchObject({ timedOutRuns: 1, recoveredIssues: 0 });
+    const audit = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
+    expect(audit.lockAudit.locksHeldByDeadRuns).toBe(0);
+    const issues = await h.sql<{ status: string; checkout_run_id: string | null }>("SELECT status::text, checkout_run_id FROM issues WHERE id = ANY($1)", [dead.ids]);
+    expect(issues).toEqual([
+      { status: "OPEN", checkout_run_id: null },
+      { status: "OPEN", checkout_run_id: null },
+    ]);
+    const reasons = await h.sql<{ reason: string }>("SELECT reason FROM lock_events WHERE issue_id = ANY($1) AND kind = 'RECOVERED'", [dead.ids]);
+    expect(reasons.map((r) => r.reason)).toEqual(["LEASE_EXPIRED", "LEASE_EXPIRED"]);
   });
 });
