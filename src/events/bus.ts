@@ -139,7 +139,18 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
   const publisher = new Redis(redisUrl, { ...options, connectionName: "baton-publish" });
   // The subscribe connection queues its commands while Redis is away, so a
   // subscription opened during an outage starts when Redis is back.
-  const subscriber = new Redis(redisUrl, { ...options, enableOfflineQueue: true, maxRetriesPerRequest: null, connectionName: "baton-subscribe" });
+  //
+  // ioredis can re-subscribe by itself after a reconnect, but it drops that
+  // SUBSCRIBE's promise: if the connection closes before Redis answers (Redis
+  // dies again, or this process shuts down), the rejection is unhandled, and
+  // Node ends the process on one. So the bus re-subscribes itself.
+  const subscriber = new Redis(redisUrl, {
+    ...options,
+    enableOfflineQueue: true,
+    maxRetriesPerRequest: null,
+    autoResubscribe: false,
+    connectionName: "baton-subscribe",
+  });
   const listeners = new Listeners<LockEvent>();
   const notices = new Listeners<readonly string[]>();
   const channels = new Map<string, Promise<void>>();
@@ -156,9 +167,17 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
   subscriber.on("error", onError("subscribe"));
   let wasReady = false;
   subscriber.on("ready", () => {
-    // ioredis re-subscribes its channels on reconnect by itself; streams must
-    // still refill what was published while the connection was down.
-    if (wasReady) for (const l of reconnectListeners) l();
+    if (wasReady) {
+      // Back after an outage: listen again on every channel that has listeners,
+      // then let streams refill what was published while the connection was down.
+      // Refilling waits for the SUBSCRIBE, so that nothing published after the refill's read can slip between the two.
+      const names = [...channels.keys()];
+      const refill = () => {
+        for (const l of reconnectListeners) l();
+      };
+      if (names.length === 0) refill();
+      else subscriber.subscribe(...names).then(refill, (err: unknown) => (onError("subscribe")(err as Error), refill()));
+    }
     wasReady = true;
   });
   subscriber.on("message", (channel: string, message: string) => {
