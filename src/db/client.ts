@@ -27,7 +27,9 @@ const names = new Map<string, string>();
 function statementName(query: { sql: string }): string {
   let name = names.get(query.sql);
   if (!name) {
-    name = `baton_${createHash("sha1").update(query.sql).digest("hex").slice(0, 20)}`;
+    // A named statement's prepared name starts with its name (claim_next_for_each_…); the hash tells its variants apart.
+    const label = /^\/\* ([A-Z_]+) \*\//.exec(query.sql)?.[1]?.toLowerCase() ?? "baton";
+    name = `${label}_${createHash("sha1").update(query.sql).digest("hex").slice(0, 12)}`;
     if (names.size < 1000) names.set(query.sql, name);
   }
   return name;

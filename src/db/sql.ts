@@ -7,6 +7,17 @@ import type { Db } from "./client.js";
 export const sql = Prisma.sql;
 export const raw = Prisma.raw;
 export const join = Prisma.join;
+
+/**
+ * A statement under the name docs/invariants.md gives it (CLAIM_NEXT_FOR_EACH,
+ * CHECKOUT_IF_EXPECTED, …). The name leads its text as a comment, so
+ * pg_stat_activity and pg_stat_statements show it, and names its prepared
+ * statement (src/db/client.ts).
+ */
+export function named(name: string, statement: Sql): Sql {
+  if (!/^[A-Z][A-Z_]*$/.test(name)) throw new Error(`a statement name is upper-case words joined by _, not ${name}`);
+  return Prisma.sql`${Prisma.raw(`/* ${name} */`)} ${statement}`;
+}
 export type Sql = Prisma.Sql;
 
 type Columns = ReadonlyArray<readonly [field: string, column: string]>;

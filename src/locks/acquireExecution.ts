@@ -2,7 +2,7 @@
 // who holds the issue; the execution lock says which run is working this
 // attempt. Taking it counts the attempt. One statement answers one request or
 // a group of them (the API groups a company's concurrent acquisitions).
-import { appendEvents, issueJsonOrNull, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, named, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps, StatementDeps } from "./deps.js";
 import { answerEach, refuseRun, requestedIssuesCte, requestedRunsCte } from "./deps.js";
 import type { AcquireExecutionResult, AgentActor, Issue, RunView } from "./types.js";
@@ -76,7 +76,7 @@ function acquireStatement(companyId: string, group: AcquireRequest[]) {
 
 /** Runs ACQUIRE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
 export async function acquireForEach(deps: StatementDeps, companyId: string, group: AcquireRequest[]): Promise<AcquireAnswer[]> {
-  return answerEach<Omit<AcquireAnswer, "run">>(deps, acquireStatement(companyId, group));
+  return answerEach<Omit<AcquireAnswer, "run">>(deps, named("ACQUIRE_IF_CHECKOUT_HELD", acquireStatement(companyId, group)));
 }
 
 export async function acquireExecution(

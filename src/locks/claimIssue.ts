@@ -3,9 +3,9 @@
 // (CHECKOUT_IF_EXPECTED).
 // Each is one statement: the decision, the change and its ledger row commit
 // together, and zero changed rows is a typed outcome, never an exception.
-import { appendEvents, issueJson, queryOne, raw, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJson, named, raw, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { RUN_CTE_COLUMNS, lockedIssuesCte, refuseRun, runCte, withoutLive } from "./deps.js";
+import { RUN_CTE_COLUMNS, commitChange, lockedIssuesCte, refuseRun, runCte, withoutLive } from "./deps.js";
 import { claimNextForEach } from "./claimNext.js";
 import type { AgentActor, ClaimIssueResult, Issue, IssueStatus, LockEvent, RunView } from "./types.js";
 import { issueNotFound } from "./types.js";
@@ -151,8 +151,7 @@ async function checkoutNamed(
   issueId: string,
   expected: IssueStatus[],
 ): Promise<ClaimIssueResult> {
-  const row = await queryOne<CheckoutRow>(deps.db, checkoutStatement(runId, actor, issueId, expected));
-  deps.events.publish(row.events);
+  const row = await commitChange<CheckoutRow>(deps, named("CHECKOUT_IF_EXPECTED", checkoutStatement(runId, actor, issueId, expected)));
   const refused = refuseRun(row.run, runId, actor);
   if (refused) return refused;
   const run = withoutLive(row.run!);

@@ -1,9 +1,9 @@
 // claimIssues: take the checkout of the caller's next `limit` claimable issues
 // in one statement (CLAIM_NEXT_SKIP_LOCKED). claimIssue without an issue id
 // uses CLAIM_NEXT_FOR_EACH (claimNext.ts), which answers a group of callers.
-import { appendEvents, issueJson, queryOne, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJson, named, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { refuseRun, runCte, withoutLive } from "./deps.js";
+import { commitChange, refuseRun, runCte, withoutLive } from "./deps.js";
 import type { AgentActor, Issue, LockEvent, NoIssueAvailable, Run, RunNotActive, RunView } from "./types.js";
 import { InvalidInputError } from "./types.js";
 
@@ -98,11 +98,10 @@ export async function claimNextIssues(
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_CLAIM_BATCH) {
     throw new InvalidInputError(`limit must be between 1 and ${MAX_CLAIM_BATCH}`);
   }
-  const row = await queryOne<{ run: RunView | null; issues: Issue[]; events: LockEvent[] }>(
-    deps.db,
-    claimNextStatement(runId, actor, input.includeUnassigned ?? false, limit, input.acquireExecution ?? false),
+  const row = await commitChange<{ run: RunView | null; issues: Issue[]; events: LockEvent[] }>(
+    deps,
+    named("CLAIM_NEXT_SKIP_LOCKED", claimNextStatement(runId, actor, input.includeUnassigned ?? false, limit, input.acquireExecution ?? false)),
   );
-  deps.events.publish(row.events);
   const refused = refuseRun(row.run, runId, actor);
   if (refused) return refused;
   if (row.issues.length === 0 || !row.run) return { __typename: "NoIssueAvailable", message: "no claimable issue" };

@@ -2,7 +2,7 @@
 // (CLAIM_NEXT_FOR_EACH). The API groups the claims of a company that arrive
 // while its previous claim statement runs (groupCommit.ts); each request gets
 // what claiming one after another in arrival order would have given it.
-import { appendEvents, issueJsonOrNull, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, named, runViewJson, sql } from "../db/sql.js";
 import type { StatementDeps } from "./deps.js";
 import { answerEach, requestedRunsCte } from "./deps.js";
 import type { AgentActor, Issue, RunView } from "./types.js";
@@ -99,5 +99,5 @@ function claimForEachStatement(companyId: string, group: ClaimRequest[]) {
 
 /** Runs CLAIM_NEXT_FOR_EACH for a group of one company's claims; answers in request order. */
 export async function claimNextForEach(deps: StatementDeps, companyId: string, group: ClaimRequest[]): Promise<ClaimAnswer[]> {
-  return answerEach<{ issue: Issue | null }>(deps, claimForEachStatement(companyId, group));
+  return answerEach<{ issue: Issue | null }>(deps, named("CLAIM_NEXT_FOR_EACH", claimForEachStatement(companyId, group)));
 }

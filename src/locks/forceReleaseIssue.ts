@@ -1,7 +1,7 @@
 // forceReleaseIssue: the board takes an issue back from whatever holds it.
-import { appendEvents, issueJson, queryOne, raw, sql } from "../db/sql.js";
+import { appendEvents, issueJson, named, raw, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { CLEAR_LOCKS, boardLockedIssueCte, reopenOrEscalate } from "./deps.js";
+import { CLEAR_LOCKS, boardLockedIssueCte, commitChange, reopenOrEscalate } from "./deps.js";
 import { MAX_REASON_LENGTH } from "./releaseIssues.js";
 import type { ForceReleaseResult, Issue, LockEvent } from "./types.js";
 import { InvalidInputError, issueNotFound } from "./types.js";
@@ -37,11 +37,10 @@ export async function forceReleaseIssue(
   const reason = input.reason.trim();
   if (!reason) throw new InvalidInputError("reason must not be empty");
   validateText("reason", reason, MAX_REASON_LENGTH);
-  const row = await queryOne<{ current: Issue | null; issue: Issue | null; events: LockEvent[] }>(
-    deps.db,
-    forceReleaseStatement(companyId, input.issueId, reason),
+  const row = await commitChange<{ current: Issue | null; issue: Issue | null; events: LockEvent[] }>(
+    deps,
+    named("FORCE_RELEASE_ANY_HOLDER", forceReleaseStatement(companyId, input.issueId, reason)),
   );
-  deps.events.publish(row.events);
   if (!row.current) return issueNotFound(input.issueId);
   return { __typename: "IssueReleased", issue: row.issue ?? row.current };
 }

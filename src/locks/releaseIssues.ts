@@ -1,7 +1,7 @@
 // releaseIssues: the holder gives back many issues in one statement. Each
 // issue is released or refused on its own; both locks of a released issue
 // clear together. releaseIssue is this with one id.
-import { appendEvents, issueJsonOrNull, raw, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, named, raw, runViewJson, sql } from "../db/sql.js";
 import type { LockDeps, StatementDeps } from "./deps.js";
 import { CLEAR_LOCKS, answerEach, refuseRun, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "./deps.js";
 import type {
@@ -96,7 +96,7 @@ function releaseStatement(companyId: string, group: ReleaseRequest[]) {
 
 /** Runs RELEASE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
 export async function releaseForEach(deps: StatementDeps, companyId: string, group: ReleaseRequest[]): Promise<ReleaseAnswer[]> {
-  return answerEach<Omit<ReleaseAnswer, "run">>(deps, releaseStatement(companyId, group));
+  return answerEach<Omit<ReleaseAnswer, "run">>(deps, named("RELEASE_IF_CHECKOUT_HELD", releaseStatement(companyId, group)));
 }
 
 /** What the event records as the reason. */

@@ -1,9 +1,9 @@
 // Heartbeat runs: an agent's unit of liveness. A run holds locks only while it
 // is RUNNING and its lease (on the database clock) lies in the future.
 import type { Db } from "../db/client.js";
-import { appendEvents, queryOne, queryOneInTransaction, raw, retryingAborts, runJson, sql } from "../db/sql.js";
+import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, runJson, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { CLEAR_LOCKS, reopenOrEscalate } from "./deps.js";
+import { CLEAR_LOCKS, commitTransaction, reopenOrEscalate } from "./deps.js";
 import type { AgentActor, LockEvent, Run, RunResult, RunStatus } from "./types.js";
 import { ForbiddenError, InvalidInputError, runNotActive } from "./types.js";
 
@@ -13,13 +13,13 @@ const lease = (seconds: number) => sql`now() + make_interval(secs => ${seconds}:
 export async function startRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, actor: AgentActor): Promise<Run> {
   const row = await queryOne<{ run: Run }>(
     deps.db,
-    sql`
+    named("START_RUN", sql`
       WITH started AS (
         INSERT INTO heartbeat_runs (company_id, agent_id, status, lease_expires_at)
         VALUES (${actor.companyId}::uuid, ${actor.agentId}::uuid, 'RUNNING', ${lease(deps.leaseSeconds)})
         RETURNING *
       )
-      SELECT ${runJson("s")} AS run FROM started s`,
+      SELECT ${runJson("s")} AS run FROM started s`),
   );
   return row.run;
 }
@@ -34,7 +34,7 @@ export async function startRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, acto
 async function diagnose(db: Db, actor: AgentActor, runId: string, record: boolean): Promise<RunResult> {
   const row = await queryOne<{ run: Run | null }>(
     db,
-    sql`
+    named("DIAGNOSE_RUN", sql`
       WITH timed_out AS (
         UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
          WHERE ${record}::boolean
@@ -45,7 +45,7 @@ async function diagnose(db: Db, actor: AgentActor, runId: string, record: boolea
       SELECT coalesce(
         (SELECT ${runJson("t")} FROM timed_out t),
         (SELECT ${runJson("r")} FROM heartbeat_runs r WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid)
-      ) AS run`,
+      ) AS run`),
   );
   if (!row.run) return runNotActive(runId, null);
   if (row.run.agentId !== actor.agentId) throw new ForbiddenError(`run ${runId} belongs to another agent`);
@@ -63,14 +63,14 @@ async function diagnose(db: Db, actor: AgentActor, runId: string, record: boolea
 export async function heartbeatRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, actor: AgentActor, runId: string): Promise<RunResult> {
   const row = await queryOne<{ run: Run | null }>(
     deps.db,
-    sql`
+    named("EXTEND_LEASE_IF_LIVE", sql`
       WITH beat AS (
         UPDATE heartbeat_runs r SET last_heartbeat_at = now(), lease_expires_at = ${lease(deps.leaseSeconds)}
          WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
            AND r.status = 'RUNNING' AND r.lease_expires_at > now()
         RETURNING *
       )
-      SELECT (SELECT ${runJson("b")} FROM beat b) AS run`,
+      SELECT (SELECT ${runJson("b")} FROM beat b) AS run`),
   );
   if (row.run) return { __typename: "RunUpdated", run: row.run };
   return diagnose(deps.db, actor, runId, true);
@@ -92,24 +92,23 @@ export async function finishRun(deps: LockDeps, actor: AgentActor, runId: string
   if (!FINAL_RUN_STATUSES.includes(status)) {
     throw new InvalidInputError(`status must be one of ${FINAL_RUN_STATUSES.join(", ")}`);
   }
-  const finished = await retryingAborts(() => deps.db.$transaction(async (tx) => {
+  const finished = await commitTransaction(deps, () => retryingAborts(() => deps.db.$transaction(async (tx) => {
     const run = await queryOneInTransaction<{ run: Run | null }>(
       tx,
-      sql`
+      named("FINISH_IF_LIVE", sql`
         WITH finished AS (
           UPDATE heartbeat_runs r SET status = ${status}::run_status, finished_at = now()
            WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
              AND r.status = 'RUNNING' AND r.lease_expires_at > now()
           RETURNING *
         )
-        SELECT (SELECT ${runJson("f")} FROM finished f) AS run`,
+        SELECT (SELECT ${runJson("f")} FROM finished f) AS run`),
     );
     if (!run.run) return null;
     const released = await releaseAllHeldBy(tx, actor.companyId, runId, actor.agentId, "RUN_FINISHED");
     return { run: run.run, events: released };
-  }, TRANSACTION_LIMITS));
+  }, TRANSACTION_LIMITS)));
   if (!finished) return diagnose(deps.db, actor, runId, false);
-  deps.events.publish(finished.events);
   return { __typename: "RunUpdated", run: finished.run };
 }
 
@@ -127,7 +126,7 @@ async function releaseAllHeldBy(
 ): Promise<LockEvent[]> {
   const row = await queryOneInTransaction<{ events: LockEvent[] }>(
     db,
-    sql`
+    named("RELEASE_ALL_HELD_BY_RUN", sql`
       WITH held AS (
         -- locked in id order, like every statement that locks several issues
         SELECT i.id FROM issues i
@@ -143,7 +142,7 @@ async function releaseAllHeldBy(
         RETURNING i.*, 'RELEASED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${agentId}::uuid AS ev_agent_id, ${reason}::text AS ev_reason
       ),
       ${appendEvents("changed")}
-      SELECT (SELECT list FROM events) AS events`,
+      SELECT (SELECT list FROM events) AS events`),
   );
   return row.events;
 }

@@ -4,9 +4,9 @@
 // lock taken here is SKIP LOCKED: a row busy with a live claim is left for the
 // next sweep). Several sweepers may run at once against one database.
 import type { Db } from "../db/client.js";
-import { appendEvents, queryOne, raw, sql } from "../db/sql.js";
+import { appendEvents, named, queryOne, raw, sql } from "../db/sql.js";
 import type { EventSink } from "./deps.js";
-import { CLEAR_LOCKS } from "./deps.js";
+import { CLEAR_LOCKS, commitChange } from "./deps.js";
 import type { LockEvent } from "./types.js";
 
 /** A holder that dies while CLAIMED has used an attempt: the count its issue ends with when freed. */
@@ -223,18 +223,17 @@ export async function sweep(db: Db, events: EventSink, options: SweepOptions = {
   }
   const stop = options.shouldStop ?? (() => false);
   const counts: SweepCounts = { timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0 };
-  for (const step of [timeOutExpiredRuns, timeOutBusyExpiredRuns]) {
+  for (const [name, step] of [["TIME_OUT_EXPIRED_RUNS", timeOutExpiredRuns], ["TIME_OUT_BUSY_EXPIRED_RUNS", timeOutBusyExpiredRuns]] as const) {
     for (;;) {
-      const { n } = await queryOne<{ n: number }>(db, step(batch));
+      const { n } = await queryOne<{ n: number }>(db, named(name, step(batch)));
       counts.timedOutRuns += n;
       if (n < batch || stop()) break;
     }
   }
-  for (const step of [recoverDeadLocks, escalateExhausted]) {
+  for (const [name, step] of [["RECOVER_LOCKS_OF_DEAD_RUNS", recoverDeadLocks], ["ESCALATE_EXHAUSTED_OPEN", escalateExhausted]] as const) {
     for (;;) {
       if (stop()) return counts;
-      const { n, events: appended } = await queryOne<{ n: number; events: LockEvent[] }>(db, step(batch));
-      events.publish(appended);
+      const { n, events: appended } = await commitChange<{ n: number; events: LockEvent[] }>({ db, events }, named(name, step(batch)));
       for (const e of appended) {
         if (e.kind === "ESCALATED") counts.escalatedIssues++;
         else counts.recoveredIssues++;

@@ -1,8 +1,8 @@
 // updateIssue: the board edits an issue and moves it through the part of the
 // life cycle that belongs to the board (docs/lifecycle.md).
-import { appendEvents, issueJson, queryOne, raw, sql } from "../db/sql.js";
+import { appendEvents, issueJson, named, raw, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import { boardLockedIssueCte } from "./deps.js";
+import { boardLockedIssueCte, commitChange } from "./deps.js";
 import type { Issue, IssuePriority, IssueStatus, LockEvent, UpdateIssueResult } from "./types.js";
 import { ISSUE_STATUSES, InvalidInputError, issueNotFound } from "./types.js";
 import { validateMaxAttempts, validateTitle, validateDescription } from "./validate.js";
@@ -118,11 +118,10 @@ export async function updateIssue(
   if (input.maxAttempts !== undefined) validateMaxAttempts(input.maxAttempts);
   if (input.priority === null) throw new InvalidInputError("priority cannot be null");
   if (input.status === null) throw new InvalidInputError("status cannot be null");
-  const row = await queryOne<{ current: Issue | null; verdict: Verdict | null; issue: Issue | null; events: LockEvent[] }>(
-    deps.db,
-    updateStatement(companyId, issueId, input),
+  const row = await commitChange<{ current: Issue | null; verdict: Verdict | null; issue: Issue | null; events: LockEvent[] }>(
+    deps,
+    named("UPDATE_IF_TRANSITION_ALLOWED", updateStatement(companyId, issueId, input)),
   );
-  deps.events.publish(row.events);
   const cur = row.current;
   if (!cur || !row.verdict) return issueNotFound(issueId);
   const to = input.status ?? cur.status;

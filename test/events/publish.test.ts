@@ -100,3 +100,15 @@ it("the recovery sweep, through the bus it is given", async () => {
   const recovered = await published(() => sweep(h.db.prisma, h.bus));
   expect(recovered.filter((e) => e.issueId === held).map((e) => e.kind)).toEqual(["RECOVERED"]);
 });
+
+it("publishes from one place: every verb commits its change through commitChange, commitTransaction or answerEach", async () => {
+  const { readdirSync, readFileSync } = await import("node:fs");
+  const dir = new URL("../../src/locks/", import.meta.url);
+  const offenders: string[] = [];
+  for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts") && f !== "deps.ts")) {
+    const text = readFileSync(new URL(file, dir), "utf8");
+    if (/\.publish\(/.test(text)) offenders.push(`${file} publishes by hand`);
+    if (/appendEvents\(/.test(text) && !/commitChange|commitTransaction|answerEach|ForEach\(/.test(text)) offenders.push(`${file} appends events but commits them another way`);
+  }
+  expect(offenders).toEqual([]);
+});

@@ -44,7 +44,8 @@ it.each([
     // The claim has taken its snapshot and waits for the run row.
     await eventually(async () => {
       const waiting = await h.sql(
-        "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%heartbeat_runs%' AND pid <> $1",
+        // The statement shows under its name (docs/invariants.md), which also names its prepared statement.
+        "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '/* CHECKOUT_IF_EXPECTED */%' AND pid <> $1",
         [(await other.query("SELECT pg_backend_pid() AS pid")).rows[0].pid],
       );
       return waiting.length > 0 ? true : undefined;
