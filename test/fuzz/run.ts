@@ -28,7 +28,8 @@
 //
 // Before the cases, a fixture is seeded through GraphQL: two companies, agents,
 // live and finished runs, and issues in every state. After them: the server
-// must still be running, answer /healthz, and lockAudit must report
+// must still be running, answer /healthz, the history checker must accept
+// both companies' ledgers (test/helpers/history.ts), and lockAudit must report
 // doubleClaims = 0 and halfReleasedLocks = 0 for both companies.
 //
 // A violation is: an HTTP 5xx; an answer that is not JSON; a GraphQL error
@@ -56,6 +57,7 @@ import WebSocket from "ws";
 import { migrate } from "../../src/db/migrate.js";
 import * as Ops from "../generated/graphql.js";
 import { databaseUrl, templateName, withAdmin } from "../helpers/db.js";
+import { checkHistory } from "../helpers/history.js";
 import { startServerProcess } from "../helpers/serverProcess.js";
 import type { ServerProcess } from "../helpers/serverProcess.js";
 import { createGenerator, describeCase, FIELD_ROLES, generateCase, isAnonymous, ISSUE_STATES, roleCompany } from "./generate.js";
@@ -821,6 +823,12 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
         }
       } catch (err) {
         report.violations.push({ index: null, kind: "lockAudit", detail: `company ${name}: ${String(err)}` });
+      }
+      // The history checker over everything the fuzz did to the company (when this run owns the database).
+      if (server) {
+        for (const violation of await checkHistory(server.database.url, co.id)) {
+          report.violations.push({ index: null, kind: "history", detail: `company ${name}: ${violation}` });
+        }
       }
     }
     if (server) {
