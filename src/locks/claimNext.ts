@@ -42,7 +42,7 @@ export interface ClaimAnswer {
  *    remaining candidate.
  * One CLAIMED event per claimed issue, all under one take of the seq lock.
  */
-function claimForEachStatement(companyId: string, group: ClaimRequest[]) {
+export function claimForEachStatement(companyId: string, group: ClaimRequest[]) {
   return sql`
     WITH RECURSIVE req AS (
       SELECT q.run_id, q.agent_id, q.pool, q.n::int AS n
