@@ -35,16 +35,19 @@ export interface SweepOptions {
  * lease first (the run is skipped, or fails the re-check) or finds the run
  * TIMED_OUT and answers RunNotActive.
  */
-const timeOutExpiredRuns = (batch: number) => sql`
+const timeOutExpiredRuns = (batch: number) => timeOutExpired(batch, "skip");
+
+/** Both time-out passes: "skip" passes over run rows in use, oldest lease first; "wait" waits for them, in id order. */
+const timeOutExpired = (batch: number, busy: "skip" | "wait") => sql`
   WITH expired AS (
     SELECT r.id FROM heartbeat_runs r
      WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()
-     ORDER BY r.lease_expires_at
+     ORDER BY ${raw(busy === "skip" ? "r.lease_expires_at" : "r.id")}
      LIMIT ${batch}::int
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE ${raw(busy === "skip" ? "SKIP LOCKED" : "")}
   ), timed_out AS (
     UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
-      FROM expired e WHERE r.id = e.id
+      FROM expired e WHERE r.id = e.id AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
     RETURNING r.id
   )
   SELECT count(*)::int AS n FROM timed_out`;
@@ -59,19 +62,7 @@ const timeOutExpiredRuns = (batch: number) => sql`
  * lock runs, then issues) or with another sweeper; and it re-checks the lease
  * on the newest row version, so a heartbeat that landed first wins.
  */
-const timeOutBusyExpiredRuns = (batch: number) => sql`
-  WITH expired AS (
-    SELECT r.id FROM heartbeat_runs r
-     WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()
-     ORDER BY r.id
-     LIMIT ${batch}::int
-       FOR UPDATE
-  ), timed_out AS (
-    UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
-      FROM expired e WHERE r.id = e.id AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
-    RETURNING r.id
-  )
-  SELECT count(*)::int AS n FROM timed_out`;
+const timeOutBusyExpiredRuns = (batch: number) => timeOutExpired(batch, "wait");
 
 /**
  * RECOVER_LOCKS_OF_DEAD_RUNS. Invariant: a lock whose run is alive is never
