@@ -133,8 +133,13 @@ export class Baton {
       });
     // Ending must not wait on the network: a handshake that never completes
     // (a proxy that drops WebSockets) would otherwise hold return() for ever.
-    let stop = () => {};
-    const ended = new Promise<IteratorResult<LockChange>>((resolve) => (stop = () => resolve({ done: true, value: undefined })));
+    // next() calls waiting on the generator: stopping answers them at once. (Not a race against one
+    // long-lived promise: each race would leave a handler on it, holding every event ever yielded.)
+    const waiting = new Set<(result: IteratorResult<LockChange>) => void>();
+    const stop = () => {
+      for (const resolve of waiting) resolve({ done: true, value: undefined });
+      waiting.clear();
+    };
     const close = async () => {
       stopped = true;
       stop();
@@ -180,7 +185,22 @@ export class Baton {
       [Symbol.asyncIterator]() {
         return this;
       },
-      next: () => (stopped ? ended : Promise.race([inner.next(), ended])),
+      next: () => {
+        if (stopped) return Promise.resolve({ done: true, value: undefined });
+        return new Promise<IteratorResult<LockChange>>((resolve, reject) => {
+          waiting.add(resolve);
+          inner.next().then(
+            (result) => {
+              waiting.delete(resolve);
+              resolve(result);
+            },
+            (err: unknown) => {
+              waiting.delete(resolve);
+              reject(err);
+            },
+          );
+        });
+      },
       async return() {
         await close();
         inner.return(undefined).catch(() => {}); // settles once the generator is at rest; nobody needs to wait

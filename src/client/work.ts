@@ -210,8 +210,13 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
     run = await startRun();
     const watching = watch(me.companyId);
     while (!stopping) {
-      if (run && unsure === run.id && running.size === 0) {
-        // finishRun releases whatever the run holds, the unknown issue included, in one statement; a new run takes over.
+      if (run && unsure === run.id) {
+        // It claims nothing more: once its jobs are done, finishRun releases whatever it holds, the unknown
+        // issue included, in one statement, and a new run takes over.
+        if (running.size > 0) {
+          await sleep(options.idleWaitMs ?? 5000);
+          continue;
+        }
         log("finishing a run whose claim went unanswered (it may hold an issue)", { runId: run.id });
         await baton.request(WorkFinishRunDocument, { runId: run.id, status: "SUCCEEDED" }).catch(() => {});
         run = null;

@@ -138,9 +138,11 @@ function sqlStates(err: unknown, depth = 0): string[] {
  */
 export function changedNothing(err: unknown): boolean {
   // SQLSTATEs only: not the driver adapter's own codes (P1001, P2010, …), which say nothing of a commit.
-  const states = sqlStates(err).filter((code) => /^[0-9A-Z]{5}$/.test(code) && !/^P[1-9]\d{3}$/.test(code));
+  // Not Node's own codes either (EPIPE is five letters too).
+  const states = sqlStates(err).filter((code) => /^[0-9A-Z]{5}$/.test(code) && !/^P[1-9]\d{3}$/.test(code) && !/^E[A-Z]+$/.test(code));
   if (states.length === 0) return false;
-  return states.every((code) => !code.startsWith("08") && !code.startsWith("XX") && !/^57P0/.test(code));
+  // 40003: statement_completion_unknown.
+  return states.every((code) => !code.startsWith("08") && !code.startsWith("XX") && !/^57P0/.test(code) && code !== "40003");
 }
 
 /**

@@ -35,7 +35,10 @@ export async function issueNotices(
     })
     .then(
       (stop) => (closed ? stop() : void (unwatch = stop)),
-      () => void (lost = "the pub/sub connection failed"),
+      () => {
+        lost = "the pub/sub connection failed";
+        notify();
+      },
     );
   const stopReconnect = bus.onReconnect(() => {
     lost = "notices may have been lost while Redis was away";

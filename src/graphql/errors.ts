@@ -62,6 +62,11 @@ export function maskError(log: Logger, metrics: Metrics) {
       const shown = located ?? original;
       const { originalError, http, ...extensions } = shown.extensions as { originalError?: unknown; http?: { status?: number; spec?: boolean }; code?: unknown };
       // graphql-js reports bad variables and invalid documents without a code: every error a client sees has one.
+      // One with a path was raised while the answer was built (a value that cannot be serialised): ours, not the client's.
+      if (extensions.code === undefined && shown.path) {
+        log("error", "unexpected error", { error: shown.message, path: shown.path.join(".") });
+        return clientError(message, { code: "INTERNAL_SERVER_ERROR" });
+      }
       if (extensions.code === undefined) extensions.code = codeOf(shown.message);
       else if (originalError === undefined && !(extensions.code === "LIMIT_EXCEEDED" && http?.spec)) return shown;
       // A request refused before it is a GraphQL request (a body that is not JSON, one over a limit) is

@@ -80,7 +80,15 @@ function guardMessages(socket: WebSocket): void {
       } catch {
         type = "connection_init"; // not JSON: graphql-ws answers that itself, with 4400
       }
-      if (typeof type !== "string" || !CLIENT_MESSAGES.has(type)) return void socket.close(4400, `a client may not send "${String(type).slice(0, 40)}" messages`);
+      // A fixed reason: a close reason over 123 bytes makes ws throw (the client's text could be that long).
+      if (typeof type !== "string" || !CLIENT_MESSAGES.has(type)) {
+        try {
+          socket.close(4400, "a client may not send this message type");
+        } catch {
+          socket.terminate();
+        }
+        return;
+      }
       listener(data, ...rest);
     });
   };

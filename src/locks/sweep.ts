@@ -4,7 +4,7 @@
 // lock taken here is SKIP LOCKED: a row busy with a live claim is left for the
 // next sweep). Several sweepers may run at once against one database.
 import type { Db } from "../db/client.js";
-import { appendEvents, named, queryOne, raw, sql } from "../db/sql.js";
+import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql } from "../db/sql.js";
 import type { EventSink } from "./deps.js";
 import { CLEAR_LOCKS, commitChange } from "./deps.js";
 import type { LockEvent } from "./types.js";
@@ -57,10 +57,13 @@ const timeOutExpired = (batch: number, busy: "skip" | "wait") => sql`
  * because another transaction held their row: most often the dead agent's own
  * claim or acquire, which reads its run FOR SHARE. Skipping them for ever
  * would leave their locks held for as long as the agent kept calling, so this
- * pass waits for each row (a statement's time) instead. It locks run rows
- * only, in id order, so it cannot deadlock with the API's statements (which
- * lock runs, then issues) or with another sweeper; and it re-checks the lease
- * on the newest row version, so a heartbeat that landed first wins.
+ * pass waits for each row instead, but only as long as a statement takes
+ * (lock_timeout, BUSY_WAIT): a row held longer is left for the next sweep.
+ * It locks run rows only, in id order, so it never deadlocks with another
+ * sweeper; a CHECKOUT_IF_EXPECTED adopting from a dead holder also locks a
+ * second run, and the rare cycle with it is broken by PostgreSQL and retried
+ * (retryingAborts). It re-checks the lease on the newest row version, so a
+ * heartbeat that landed first wins.
  */
 const timeOutBusyExpiredRuns = (batch: number) => timeOutExpired(batch, "wait");
 
@@ -206,6 +209,28 @@ export function previewSweep(db: Db, limit = 100): Promise<SweepPreview> {
   return queryOne<SweepPreview>(db, preview(limit));
 }
 
+/** How long TIME_OUT_BUSY_EXPIRED_RUNS waits for a run row: a statement's time, not an idle session's. */
+const BUSY_WAIT = "5s";
+
+/**
+ * TIME_OUT_BUSY_EXPIRED_RUNS within a lock_timeout: a row held longer (an
+ * operator's idle transaction, say) is left for the next sweep, and the rest
+ * of the sweep goes on. Returns how many runs it timed out.
+ */
+async function timeOutBusy(db: Db, batch: number): Promise<number> {
+  try {
+    return await retryingAborts(() =>
+      db.$transaction(async (tx) => {
+        await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${BUSY_WAIT}'`);
+        return (await queryOneInTransaction<{ n: number }>(tx, named("TIME_OUT_BUSY_EXPIRED_RUNS", timeOutBusyExpiredRuns(batch)))).n;
+      }, { maxWait: 10_000, timeout: 30_000 }),
+    );
+  } catch (err) {
+    if (/55P03|lock timeout/.test(JSON.stringify((err as { meta?: unknown })?.meta ?? {}) + String((err as Error)?.message))) return 0;
+    throw err;
+  }
+}
+
 export async function sweep(db: Db, events: EventSink, options: SweepOptions = {}): Promise<SweepCounts> {
   const batch = options.batchSize ?? 1000;
   if (options.dryRun) {
@@ -214,12 +239,15 @@ export async function sweep(db: Db, events: EventSink, options: SweepOptions = {
   }
   const stop = options.shouldStop ?? (() => false);
   const counts: SweepCounts = { timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0 };
-  for (const [name, step] of [["TIME_OUT_EXPIRED_RUNS", timeOutExpiredRuns], ["TIME_OUT_BUSY_EXPIRED_RUNS", timeOutBusyExpiredRuns]] as const) {
-    for (;;) {
-      const { n } = await queryOne<{ n: number }>(db, named(name, step(batch)));
-      counts.timedOutRuns += n;
-      if (n < batch || stop()) break;
-    }
+  for (;;) {
+    const { n } = await queryOne<{ n: number }>(db, named("TIME_OUT_EXPIRED_RUNS", timeOutExpiredRuns(batch)));
+    counts.timedOutRuns += n;
+    if (n < batch || stop()) break;
+  }
+  for (;;) {
+    const n = await timeOutBusy(db, batch);
+    counts.timedOutRuns += n;
+    if (n < batch || stop()) break;
   }
   for (const [name, step] of [["RECOVER_LOCKS_OF_DEAD_RUNS", recoverDeadLocks], ["ESCALATE_EXHAUSTED_OPEN", escalateExhausted]] as const) {
     for (;;) {

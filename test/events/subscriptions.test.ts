@@ -219,9 +219,13 @@ describe("subscription lifetimes", () => {
           { query: "subscription($c: ID!) { lockChanged(companyId: $c, afterSeq: \"0\") { seq } }", variables: { c: co.id } },
           { next: (v) => (dispose(), resolve(v)), error: reject, complete: () => {} },
         );
-        void co.board.ok(Ops.CreateIssueDocument, { input: { title: "t", assigneeAgentId: null } });
+        // The issue exists before the claim (run concurrently, the claim could find nothing, and no event would come).
         const agent = co.agents[0]!;
-        void agent.client.ok(Ops.StartRunDocument).then(({ startRun }) => agent.client.ok(Ops.ClaimIssueDocument, { runId: startRun.id, includeUnassigned: true }));
+        void co.board
+          .ok(Ops.CreateIssueDocument, { input: { title: "t", assigneeAgentId: null } })
+          .then(() => agent.client.ok(Ops.StartRunDocument))
+          .then(({ startRun }) => agent.client.ok(Ops.ClaimIssueDocument, { runId: startRun.id, includeUnassigned: true }))
+          .catch(reject);
       });
       expect(ok).toMatchObject({ data: { lockChanged: { seq: "1" } } });
     } finally {
