@@ -1023,7 +1023,8 @@ async function main() {
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   main().catch((err: unknown) => {
-    process.stderr.write(`fuzz: ${(err as Error)?.stack ?? String(err)}\n`);
+    // One line, no stack: what failed (the server's own log is in the report when it is the server's).
+    process.stderr.write(`fuzz: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}\n`);
     process.exit(1);
   });
 }
