@@ -1,8 +1,9 @@
 // The recovery sweep (docs/operations.md, The recovery loop): dead runs never strand work.
-// Three set-based steps, each repeated in bounded batches until nothing is
-// left, so a backlog never holds long row locks or blocks live claims (every
-// lock taken here is SKIP LOCKED: a row busy with a live claim is left for the
-// next sweep). Several sweepers may run at once against one database.
+// Set-based steps, each repeated in bounded batches until nothing is left, so
+// a backlog never holds long row locks or blocks live claims: issue rows are
+// taken SKIP LOCKED (a row busy with a live claim is left for the next sweep),
+// and the one pass that waits for run rows waits at most a statement's time
+// (TIME_OUT_BUSY_EXPIRED_RUNS). Several sweepers may run at once against one database.
 import type { Db } from "../db/client.js";
 import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql } from "../db/sql.js";
 import type { EventSink } from "./deps.js";
