@@ -55,7 +55,6 @@ export async function fixture(name: string, agents: number, port: number, env: R
       db,
       async refill(open, done = 0) {
         await db.query(`TRUNCATE lock_events`);
-        await db.query(`UPDATE companies SET last_event_seq = 0`);
         await db.query(`TRUNCATE issues CASCADE`);
         if (done > 0) {
           await db.query(

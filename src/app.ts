@@ -90,7 +90,12 @@ const wantsEventStream = (req: IncomingMessage) => (req.headers.accept ?? "").in
 
 export function buildApp(deps: AppDeps): App {
   const limits = deps.limits ?? DEFAULT_LIMITS;
-  const metrics = new Metrics({ events: deps.bus });
+  const watcher = new LedgerWatcher(deps.db, deps.ledgerPollMs ?? 1000, deps.log);
+  const ledger = new LedgerReader(deps.db);
+  const metrics = new Metrics({
+    events: deps.bus,
+    ledger: { heldBackMs: () => watcher.heldBackMs, oldestTransactionSeconds: () => ledger.oldestTransactionSeconds() },
+  });
   const resolver = new PrincipalResolver(deps.db, deps.adminToken, limits.unknownKeysPerMinute, (found) =>
     metrics.keyLookups.inc({ result: found ? "found" : "unknown" }),
   );
@@ -98,8 +103,8 @@ export function buildApp(deps: AppDeps): App {
   const services: AppServices = {
     db: deps.db,
     bus: deps.bus,
-    watcher: new LedgerWatcher(deps.db, deps.ledgerPollMs ?? 1000, deps.log),
-    ledger: new LedgerReader(deps.db),
+    watcher,
+    ledger,
     issues: new IssueLoader(deps.db),
     subscriptionBuffer: deps.subscriptionBuffer ?? 10_000,
     admission,

@@ -62,7 +62,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(options: { events?: { stats: { published: number; publishFailures: number } }; defaults?: boolean } = {}) {
+  constructor(
+    options: {
+      events?: { stats: { published: number; publishFailures: number } };
+      /** What holds event delivery back (docs/events.md, "The one caveat"). */
+      ledger?: { heldBackMs: () => number; oldestTransactionSeconds: () => Promise<number> };
+      defaults?: boolean;
+    } = {},
+  ) {
     if (options.defaults !== false) collectDefaultMetrics({ register: this.registry, prefix: "baton_" });
     const events = options.events;
     if (events) {
@@ -82,6 +89,25 @@ export class Metrics {
         collect() {
           this.reset();
           this.inc(events.stats.publishFailures);
+        },
+      });
+    }
+    const ledger = options.ledger;
+    if (ledger) {
+      new Gauge({
+        name: "baton_ledger_held_back_seconds",
+        help: "How long the oldest committed lock event of a company with subscribers here has waited to become final (an older transaction is still open); 0 when none.",
+        registers: [this.registry],
+        collect() {
+          this.set(ledger.heldBackMs() / 1000);
+        },
+      });
+      new Gauge({
+        name: "baton_oldest_open_transaction_seconds",
+        help: "Age of the database's oldest open transaction that holds a transaction id: lock events committed after it began wait for it to end (needs pg_read_all_stats to see other roles' sessions).",
+        registers: [this.registry],
+        async collect() {
+          this.set(await ledger.oldestTransactionSeconds().catch(() => 0));
         },
       });
     }

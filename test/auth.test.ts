@@ -129,6 +129,7 @@ describe("admin token", () => {
     expect((await h.admin.ok(Ops.RunDocument, { id: globexRun.id })).run).toMatchObject({ id: globexRun.id, status: "RUNNING" });
     const { runs } = await h.admin.ok(Ops.RunsDocument, { companyId: globex.id });
     expect(runs.map((r) => r.id)).toContain(globexRun.id);
+    await h.settled(globex.id);
     const { lockEvents } = await h.admin.ok(Ops.LockEventsDocument, { companyId: globex.id });
     expect(lockEvents.map((e) => [e.kind, e.issueId, e.issue.id])).toEqual([["CLAIMED", globexIssue.id, globexIssue.id]]);
     const { lockAudit } = await h.admin.ok(Ops.LockAuditDocument, { companyId: globex.id });
@@ -167,6 +168,7 @@ describe("board key", () => {
     expect((await company.board.ok(Ops.AgentsDocument, { companyId: company.id })).agents).toHaveLength(1);
     expect((await company.board.ok(Ops.IssuesDocument, { companyId: company.id })).issues.edges).toHaveLength(3);
     expect((await company.board.ok(Ops.RunsDocument, { companyId: company.id })).runs).toHaveLength(1);
+    await h.settled(company.id);
     const { lockEvents } = await company.board.ok(Ops.LockEventsDocument, { companyId: company.id });
     expect(lockEvents.map((e) => e.kind)).toEqual(["CLAIMED", "FORCE_RELEASED"]);
     expect((await company.board.ok(Ops.LockAuditDocument, { companyId: company.id })).lockAudit.doubleClaims).toBe(0);
@@ -210,6 +212,7 @@ describe("board key", () => {
     const run = await acme.board.request(Ops.RunDocument, { id: globexRun.id });
     expect(run).toEqual({ data: { run: null } });
     // Filters of its own lists do not reach into the other company either.
+    await h.settled(acme.id);
     const { lockEvents } = await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, issueId: globexIssue.id });
     expect(lockEvents).toEqual([]);
     const { issues } = await acme.board.ok(Ops.IssuesDocument, { companyId: acme.id, assigneeAgentId: globex.agents[0]!.id });
@@ -267,6 +270,7 @@ describe("agent key", () => {
     expect((await agent.client.ok(Ops.RunDocument, { id: run.id })).run?.id).toBe(run.id);
     const { runs } = await agent.client.ok(Ops.RunsDocument, { companyId: acme.id });
     expect(runs.map((r) => r.id)).toContain(run.id);
+    await h.settled(acme.id);
     const { lockEvents } = await agent.client.ok(Ops.LockEventsDocument, { companyId: acme.id, issueId: issue.id });
     expect(lockEvents.map((e) => [e.kind, e.runId, e.issue.id])).toEqual([["CLAIMED", run.id, issue.id]]);
     // The other agent's runs are the company's runs too.
@@ -315,6 +319,7 @@ describe("agent key", () => {
       "ExecutionAcquired",
     );
     expect((await other.client.ok(Ops.ClaimIssueDocument, { runId: theirs.id, issueId: checkedOut.id })).claimIssue.__typename).toBe("IssueClaimed");
+    await h.settled(acme.id);
     const eventsBefore = (await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, first: 1000 })).lockEvents.length;
     const runBefore = (await acme.board.ok(Ops.RunDocument, { id: theirs.id })).run!;
     const before = await snapshot();
@@ -342,6 +347,7 @@ describe("agent key", () => {
     expect(await status(pool.id)).toMatchObject({ status: "OPEN", checkoutRunId: null });
     expect(await status(mine.id)).toMatchObject({ status: "OPEN", checkoutRunId: null });
     expect((await acme.board.ok(Ops.RunDocument, { id: theirs.id })).run).toEqual(runBefore);
+    await h.settled(acme.id);
     expect((await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, first: 1000 })).lockEvents).toHaveLength(eventsBefore);
 
     // A finished run of another agent is still another agent's run.
@@ -400,6 +406,7 @@ describe("agent key", () => {
     expect(released.releaseIssue).toMatchObject({ __typename: "IssueNotFound", issueId: globexIssue.id });
     expect(await snapshot()).toEqual(before);
     expect((await h.admin.ok(Ops.IssueDocument, { id: globexIssue.id })).issue).toMatchObject({ status: "CLAIMED", checkoutRunId: globexRun.id });
+    await h.settled(globex.id);
     const { lockEvents } = await h.admin.ok(Ops.LockEventsDocument, { companyId: globex.id });
     expect(lockEvents).toHaveLength(1);
   });

@@ -335,6 +335,7 @@ describe("paging arguments", () => {
       expectBadInput(await send(acme.board, Ops.RunsDocument, { companyId: acme.id, first }), `runs first ${first}`);
     }
     expect((await acme.board.ok(Ops.IssuesDocument, { companyId: acme.id, first: 1 })).issues.edges).toHaveLength(1);
+    await h.settled(acme.id);
     expect((await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, first: 1 })).lockEvents).toHaveLength(1);
   });
 
@@ -348,6 +349,7 @@ describe("paging arguments", () => {
     for (const afterSeq of ["abc", "-1", "1.5", "1e3", " 1", "0x10", "", "99999999999999999999", "9223372036854775808"]) {
       expectBadInput(await send(acme.board, Ops.LockEventsDocument, { companyId: acme.id, afterSeq }), `afterSeq ${JSON.stringify(afterSeq)}`);
     }
+    await h.settled(acme.id);
     const { lockEvents } = await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, afterSeq: "0" });
     expect(lockEvents.map((e) => e.kind)).toEqual(["CLAIMED"]);
     expect((await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, afterSeq: lockEvents[0]!.seq })).lockEvents).toEqual([]);

@@ -83,38 +83,42 @@ export const runViewJson = (alias: string): Sql => raw(jsonObject(alias, [...RUN
 export const eventJson = (alias: string): Sql => raw(jsonObject(alias, EVENT_COLUMNS));
 
 /**
+ * The stamp every issue UPDATE that writes an event must set (the source rows
+ * of appendEvents carry it): `last_event_xid` becomes this transaction's xid,
+ * and the statement fails as a serialization failure (retried with a newer
+ * xid) if the issue's last event came from a younger transaction. That keeps
+ * one issue's events in the order they happened (docs/events.md).
+ */
+export const stampEvent = (alias: string): string => `last_event_xid = baton_event_xid(${alias}.last_event_xid)`;
+
+/**
  * The ledger append, as CTEs to put after a CTE named `source` whose rows are
- * the changed issues (all issues columns) plus ev_kind, ev_run_id, ev_agent_id
- * and ev_reason. Defines `events`, the appended rows as JSON in seq order.
- * Several rows for one issue (a claim that also starts execution) are
- * numbered in the order of their kinds (CLAIMED before EXECUTION_ACQUIRED).
+ * the changed issues (all issues columns, or at least id, company_id, status,
+ * checkout_run_id, execution_run_id and last_event_xid) plus ev_kind,
+ * ev_run_id, ev_agent_id and ev_reason. Defines `events`, the appended rows as
+ * JSON in seq order. Several rows for one issue (a claim that also starts
+ * execution) are numbered in the order of their kinds (CLAIMED before
+ * EXECUTION_ACQUIRED).
  *
- * Invariant: a company's events become visible in seq order, with no gaps.
- * `stream` takes the company row's lock to hand out the next seqs, and that
- * lock is held until the transaction commits, so a later seq can never commit
- * before an earlier one. It is the statement's last lock: `stream` reads the
- * whole of `source` first (its aggregate must), so every issue row is already
- * locked, and a transaction holding a company row never waits for an issue.
- * When `source` is empty no company row is touched at all. `at` is read with
- * clock_timestamp() after the seq lock is taken, so it never goes backwards as
- * seq goes forward.
+ * Invariant: an event's seq is its transaction's xid × 2^20 plus its position
+ * in the statement (baton_event_seq), so every event of an older transaction
+ * sorts first, and readers, who see only seqs below their snapshot's xmin
+ * (baton_event_horizon), never see a seq appear below one they were given.
+ * No lock is taken: commits of one company no longer wait for each other.
+ * baton_event_seq refuses a source row whose issue was not stamped
+ * (stampEvent) by this transaction, so the per-issue order cannot be
+ * forgotten. A transaction appends in one statement only (a second would
+ * reuse positions; the primary key and the stamp both refuse it).
  */
 export const appendEvents = (source: string): Sql =>
   raw(`
-  stream AS (
-    UPDATE companies co
-       SET last_event_seq = co.last_event_seq + n.changes
-      FROM (SELECT company_id, count(*) AS changes FROM ${source} GROUP BY company_id) n
-     WHERE co.id = n.company_id
-    RETURNING co.id, co.last_event_seq - n.changes AS base
-  ),
   appended AS (
     INSERT INTO lock_events (company_id, seq, issue_id, kind, status, run_id, agent_id, checkout_run_id, execution_run_id, reason, at)
     SELECT c.company_id,
-           s.base + row_number() OVER (PARTITION BY c.company_id ORDER BY c.id, c.ev_kind::lock_event_kind),
+           baton_event_seq(c.last_event_xid, row_number() OVER (ORDER BY c.company_id, c.id, c.ev_kind::lock_event_kind) - 1),
            c.id, c.ev_kind::lock_event_kind, c.status, c.ev_run_id, c.ev_agent_id,
            c.checkout_run_id, c.execution_run_id, c.ev_reason, clock_timestamp()
-      FROM ${source} c JOIN stream s ON s.id = c.company_id
+      FROM ${source} c
     RETURNING *
   ),
   events AS (

@@ -9,31 +9,70 @@
 // caller that needs rows up to a seq it knows to be committed reads again
 // (stream.ts).
 import type { Queryable } from "../db/client.js";
-import { queryOne, sql } from "../db/sql.js";
-import { listLockEvents } from "../locks/reads.js";
+import { eventJson, named, queryOne, sql } from "../db/sql.js";
 import type { LockEvent } from "../locks/types.js";
+
+export interface LedgerPage {
+  readonly events: readonly LockEvent[];
+  readonly ceiling: bigint;
+  readonly startedAt: number;
+}
 
 export class LedgerReader {
   private readonly inFlight = new Map<string, Promise<unknown>>();
 
   constructor(private readonly db: Queryable) {}
 
-  /** Up to `first` events of the company with seq > afterSeq, ascending. Do not modify the array. */
-  page(companyId: string, afterSeq: bigint, first: number): Promise<readonly LockEvent[]> {
-    return this.shared(`page:${companyId}:${afterSeq}:${first}`, () =>
-      listLockEvents(this.db, companyId, { afterSeq: afterSeq.toString(), first }),
-    );
+  /**
+   * Up to `first` final events of the company with seq > afterSeq, ascending
+   * (do not modify the array), with the read's `ceiling`: every event
+   * committed before the read began has a smaller seq, so an announced seq at
+   * or above the ceiling of a read that began after the announcement is not a
+   * committed event. `startedAt` is when the (possibly shared) read began.
+   */
+  page(companyId: string, afterSeq: bigint, first: number): Promise<LedgerPage> {
+    return this.shared(`page:${companyId}:${afterSeq}:${first}`, async () => {
+      const startedAt = performance.now();
+      const row = await queryOne<{ events: LockEvent[]; ceiling: string }>(
+        this.db,
+        // READ_LEDGER_PAGE: only final events, below the snapshot's horizon (docs/events.md).
+        named("READ_LEDGER_PAGE", sql`
+          SELECT coalesce((SELECT json_agg(p.event ORDER BY p.seq) FROM (
+                   SELECT e.seq, ${eventJson("e")} AS event FROM lock_events e
+                    WHERE e.company_id = ${companyId}::uuid AND e.seq > ${afterSeq.toString()}::bigint AND e.seq < baton_event_horizon()
+                    ORDER BY e.seq LIMIT ${first}::int) p), '[]'::json) AS events,
+                 baton_event_ceiling()::text AS ceiling`),
+      );
+      return { events: row.events, ceiling: BigInt(row.ceiling), startedAt };
+    });
   }
 
-  /** The company's newest committed seq (0 when it has none, or no such company). */
+  /**
+   * The company's newest final seq (0 when it has none, or no such company):
+   * where a stream that starts "now" starts. Events committed but not final
+   * yet come after it, so they are delivered, not lost.
+   */
   lastSeq(companyId: string): Promise<bigint> {
     return this.shared(`last:${companyId}`, async () => {
-      const row = await queryOne<{ seq: string } | undefined>(
+      const row = await queryOne<{ seq: string }>(
         this.db,
-        sql`SELECT last_event_seq::text AS seq FROM companies WHERE id = ${companyId}::uuid`,
+        named("READ_LEDGER_END", sql`
+          SELECT coalesce(max(seq), 0)::text AS seq FROM lock_events
+           WHERE company_id = ${companyId}::uuid AND seq < baton_event_horizon()`),
       );
-      return BigInt(row?.seq ?? "0");
+      return BigInt(row.seq);
     });
+  }
+
+  /** Age in seconds of the oldest open transaction that holds an xid (or a prepared one): what can hold events back. */
+  async oldestTransactionSeconds(): Promise<number> {
+    const row = await queryOne<{ s: number | null }>(
+      this.db,
+      sql`SELECT extract(epoch FROM clock_timestamp() - least(
+                   (SELECT min(xact_start) FROM pg_stat_activity WHERE backend_xid IS NOT NULL),
+                   (SELECT min(prepared) FROM pg_prepared_xacts)))::float8 AS s`,
+    );
+    return row.s ?? 0;
   }
 
   private shared<T>(key: string, read: () => Promise<T>): Promise<T> {

@@ -1,16 +1,23 @@
 // lockChanged as an async stream: every committed event of a company, in seq
 // order, exactly once, from any instance.
 //
-// Seqs are gapless per company (see docs/events.md), which makes this simple
-// and exact: the stream remembers the last company seq it has passed, and when
-// a live message skips ahead (a message lost while Redis was down, two
-// instances' publishes arriving out of order, or the instant between
-// subscribing and SUBSCRIBE being confirmed) it reads the missing range from
-// the ledger first. Anything at or below the last seq passed is a duplicate
-// and is dropped. A replay (afterSeq) is the same mechanism started earlier.
+// The stream reads the ledger; it never delivers a pub/sub message itself.
+// Seqs are increasing but not gapless (docs/events.md), so a message cannot
+// tell a stream whether it missed one; the ledger can: a read returns only
+// final events (below the reader's horizon), in seq order, so "everything
+// after the last seq passed" is exact. A message (or a reconnect, or the
+// watcher's poll) only says "there may be more": the stream then reads.
+//
+// The stream has two states: reading (pages until one is short) and waiting
+// (for a message, or for a short back-off while an announced event is not
+// final yet because an older transaction is still open). Reads are shared by
+// the streams of one instance that stand at the same seq (ledger.ts), so a
+// thousand subscribers of one company cost one read per burst, not a
+// thousand. A consumer that stops reading stops the stream's reads with it:
+// nothing piles up on the server, and it catches up from the ledger later.
 import type { LockEvent } from "../locks/types.js";
 import type { EventBus } from "./bus.js";
-import type { LedgerReader } from "./ledger.js";
+import type { LedgerPage, LedgerReader } from "./ledger.js";
 import type { LedgerWatcher } from "./watcher.js";
 
 export interface StreamFilter {
@@ -22,8 +29,6 @@ export interface StreamFilter {
 }
 
 export interface StreamOptions {
-  /** Live events buffered for a slow consumer before the stream is closed. */
-  maxBuffered?: number;
   pageSize?: number;
   /** Called once when the stream starts and once when it ends, however it ends. */
   onOpen?: () => void;
@@ -103,8 +108,60 @@ export function lockEventStream(
  */
 const breathe = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** A subscription that may have lost messages it cannot replay (issuesChanged; see notices.ts). */
 export class SubscriptionOverflowError extends Error {
   override name = "SubscriptionOverflowError";
+}
+
+/**
+ * Back-off while an announced event is not readable yet (an older
+ * transaction is still open): doubling from 2 ms to at most a second, for as
+ * long as it takes. An announcement is dropped only once it is read, or once a
+ * read that began after it shows that no transaction can have written it
+ * (whatever can publish to Redis can publish nonsense).
+ */
+const FIRST_RETRY_MS = 2;
+const LAST_RETRY_MS = 1024;
+/** Announcements remembered per stream; past this, a new one only marks the stream for a read. */
+const MAX_ANNOUNCED = 1024;
+
+/** Seqs announced by messages or the watcher and not read yet, with when each arrived. */
+class Announcements {
+  private readonly list: { seq: bigint; at: number }[] = [];
+  add(seq: bigint): boolean {
+    if (this.list.length >= MAX_ANNOUNCED) return false;
+    this.list.push({ seq, at: performance.now() });
+    return true;
+  }
+  /** Forgets what has been read (at or below `last`) and what a read that began later proved impossible. */
+  settle(last: bigint, page: LedgerPage): void {
+    for (let i = this.list.length - 1; i >= 0; i--) {
+      const a = this.list[i]!;
+      if (a.seq <= last || (a.seq >= page.ceiling && page.startedAt > a.at)) this.list.splice(i, 1);
+    }
+  }
+  get waiting(): boolean {
+    return this.list.length > 0;
+  }
+}
+
+/** One wake-up at a time: wait() resolves on wake() or after `ms`. */
+class Doorbell {
+  private ring: (() => void) | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  wake(): void {
+    const ring = this.ring;
+    this.ring = null;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    ring?.();
+  }
+  wait(ms?: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.ring = resolve;
+      if (ms !== undefined) this.timer = setTimeout(() => this.wake(), ms);
+    });
+  }
 }
 
 async function* streamEvents(
@@ -115,19 +172,18 @@ async function* streamEvents(
   options: StreamOptions,
   control: Control,
 ): AsyncGenerator<LockEvent> {
-  const maxBuffered = options.maxBuffered ?? 10_000;
   const pageSize = options.pageSize ?? 500;
   const matches = (e: LockEvent) =>
     (!filter.issueId || e.issueId === filter.issueId) && (!filter.agentId || e.agentId === filter.agentId);
-
-  let buffered: LockEvent[] = [];
-  let wake: (() => void) | null = null;
-  let overflowed = false;
-  let refill = false;
-  const notify = () => {
-    const w = wake;
-    wake = null;
-    w?.();
+  const bell = new Doorbell();
+  const announced = new Announcements();
+  /** A read is due: a replay, a reconnect (messages may have been lost), a full page, or too many announcements to remember. */
+  let dirty = false;
+  let last = 0n; // the last seq this stream has passed (set below)
+  const announce = (seq: bigint) => {
+    if (seq <= last) return;
+    if (!announced.add(seq)) dirty = true;
+    bell.wake();
   };
   // While Redis is away a SUBSCRIBE waits for it, for as long as it takes: a
   // client that gives up meanwhile must not leave this stream (and its
@@ -136,97 +192,53 @@ async function* streamEvents(
   const abandoned = new Promise<null>((resolve) => (abandon = () => resolve(null)));
   control.wake = () => {
     abandon();
-    notify();
+    bell.wake();
   };
   if (control.closed) return;
-  const subscribing = bus.subscribe(filter.companyId, (event) => {
-    if (buffered.length >= maxBuffered) overflowed = true;
-    else buffered.push(event);
-    notify();
-  });
+  const subscribing = bus.subscribe(filter.companyId, (event) => announce(BigInt(event.seq)));
   const unsubscribe = await Promise.race([subscribing, abandoned]);
   if (!unsubscribe) {
     subscribing.then((later) => later(), () => {}); // let go of the channel once the SUBSCRIBE completes
     return;
   }
   const stopReconnect = bus.onReconnect(() => {
-    refill = true;
-    notify();
+    dirty = true;
+    bell.wake();
   });
-  let last = 0n; // the last company seq this stream has passed (set below)
-  // The watcher's poll can land between a commit and its pub/sub message; a
-  // stream behind at one poll refills only if it is still behind that seq at
-  // the next, so live delivery is not doubled by a burst of ledger reads.
-  let behindAt: bigint | null = null;
-  const stopWatching =
-    watcher?.watch(filter.companyId, (latest) => {
-      if (behindAt !== null && last < behindAt) {
-        refill = true;
-        notify();
-      }
-      behindAt = latest > last ? latest : null;
-    }) ?? (() => {});
+  const stopWatching = watcher?.watch(filter.companyId, announce) ?? (() => {});
   try {
-    // The subscription is confirmed; where does the stream start?
+    // Subscribed first, then the starting point: nothing committed in between is missed.
     last = filter.afterSeq != null ? BigInt(filter.afterSeq) : await ledger.lastSeq(filter.companyId);
-    /**
-     * Ledger rows after `last`, up to `until` (inclusive) or to the end. Rows
-     * up to `until` are known to be committed (a later seq has arrived, and
-     * the ledger is visible in seq order), but a shared read may have started
-     * a moment before they were: a short page that stops before `until` is
-     * read again (a few times at most, so a broken ledger cannot spin here).
-     */
-    async function* fromLedger(until: bigint | null): AsyncGenerator<LockEvent> {
-      for (let shortPages = 0; ; ) {
-        const page = await ledger.page(filter.companyId, last, pageSize);
-        for (const e of page) {
-          if (control.closed) return;
-          const seq = BigInt(e.seq);
-          if (until !== null && seq > until) return;
-          last = seq;
-          if (matches(e)) {
-            yield e;
-            await breathe();
-          }
-        }
-        if (page.length === pageSize) continue;
-        if (until === null || last >= until || ++shortPages >= 3) return;
-      }
-    }
-    if (filter.afterSeq != null) yield* fromLedger(null);
+    dirty = filter.afterSeq != null;
+    let retryMs = 0;
     for (;;) {
       if (control.closed) return;
-      if (overflowed) {
-        throw new SubscriptionOverflowError(
-          `subscriber fell more than ${maxBuffered} events behind; resubscribe with afterSeq: "${last}" to resume`,
-        );
+      if (!dirty && !announced.waiting) {
+        // Waiting: nothing announced beyond what was read.
+        retryMs = 0;
+        await bell.wait();
+        continue;
       }
-      if (refill) {
-        refill = false;
-        yield* fromLedger(null);
-      }
-      const batch = buffered;
-      buffered = [];
-      batch.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
-      for (const e of batch) {
+      // Reading: pages of final events after `last`, until a short one.
+      dirty = false;
+      const before = last;
+      const page = await ledger.page(filter.companyId, last, pageSize);
+      for (const e of page.events) {
         if (control.closed) return;
-        const seq = BigInt(e.seq);
-        if (seq <= last) continue;
-        if (seq > last + 1n) {
-          yield* fromLedger(seq - 1n);
-          // The ledger is visible in seq order, so everything before a
-          // committed seq can be read. If it cannot, the message was not a
-          // committed event (whatever can publish to Redis can publish
-          // nonsense): drop it rather than skip ahead of the ledger.
-          if (last < seq - 1n) continue;
-        }
-        last = seq;
+        last = BigInt(e.seq);
         if (matches(e)) {
           yield e;
           await breathe();
         }
       }
-      if (buffered.length === 0 && !refill && !overflowed && !control.closed) await new Promise<void>((resolve) => (wake = resolve));
+      announced.settle(last, page);
+      if (page.events.length === pageSize) dirty = true; // more to read at once
+      else if (announced.waiting) {
+        // An announced event is not final yet (an older transaction is still
+        // open) or committed after a shared read began: read again shortly.
+        retryMs = last > before || retryMs === 0 ? FIRST_RETRY_MS : Math.min(retryMs * 2, LAST_RETRY_MS);
+        await bell.wait(retryMs);
+      }
     }
   } finally {
     stopWatching();

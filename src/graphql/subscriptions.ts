@@ -30,7 +30,6 @@ builder.subscriptionFields((t) => ({
       // Counted against the key's and the company's limits until the stream ends, however it ends.
       const release = admission.openSubscription(principalKey(ctx.principal, ""), filter.companyId);
       return lockEventStream(ctx.services.ledger, ctx.services.bus, ctx.services.watcher, filter, {
-        maxBuffered: ctx.services.subscriptionBuffer,
         onOpen: () => metrics.subscriptions.inc(),
         onClose: () => {
           metrics.subscriptions.dec();

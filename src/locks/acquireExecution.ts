@@ -2,7 +2,7 @@
 // who holds the issue; the execution lock says which run is working this
 // attempt. Taking it counts the attempt. One statement answers one request or
 // a group of them (the API groups a company's concurrent acquisitions).
-import { appendEvents, issueJsonOrNull, named, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, named, runViewJson, sql, raw, stampEvent } from "../db/sql.js";
 import type { LockDeps, StatementDeps } from "./deps.js";
 import { answerEach, refuseRun, requestedIssuesCte, requestedRunsCte } from "./deps.js";
 import type { AcquireExecutionResult, AgentActor, Issue, RunView } from "./types.js";
@@ -56,7 +56,7 @@ function acquireStatement(companyId: string, group: AcquireRequest[]) {
       UPDATE issues i
          SET status = 'IN_PROGRESS', execution_run_id = q.run_id,
              execution_agent_name_key = q.name_key, execution_locked_at = now(),
-             attempt_count = i.attempt_count + 1, updated_at = now()
+             attempt_count = i.attempt_count + 1, ${raw(stampEvent("i"))}, updated_at = now()
         FROM verdict v JOIN req q ON q.n = v.n
        WHERE i.id = v.issue_id AND v.verdict = 'ACQUIRE'
       RETURNING i.*, q.n AS req_n, 'EXECUTION_ACQUIRED' AS ev_kind, q.run_id AS ev_run_id,

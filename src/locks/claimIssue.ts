@@ -3,7 +3,7 @@
 // (CHECKOUT_IF_EXPECTED).
 // Each is one statement: the decision, the change and its ledger row commit
 // together, and zero changed rows is a typed outcome, never an exception.
-import { appendEvents, issueJson, named, raw, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJson, named, raw, runViewJson, sql, stampEvent } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { RUN_CTE_COLUMNS, commitChange, lockedIssuesCte, refuseRun, runCte, withoutLive } from "./deps.js";
 import { claimNextForEach } from "./claimNext.js";
@@ -127,7 +127,7 @@ function checkoutStatement(runId: string, actor: AgentActor, issueId: string, ex
              -- a CLAIMED holder that died before reaching IN_PROGRESS spent an attempt
              attempt_count = i.attempt_count + (v.verdict IN ('ADOPT', 'ADOPT_EXHAUSTED') AND i.status = 'CLAIMED')::int,
              lock_epoch = i.lock_epoch + (v.verdict IN ('ADOPT', 'CLAIM'))::int,
-             updated_at = now()
+             ${raw(stampEvent("i"))}, updated_at = now()
         FROM verdict v
        WHERE i.id = ${issueId}::uuid AND v.verdict IN ('CLAIM', 'ADOPT', 'ADOPT_EXHAUSTED')
       RETURNING i.*,

@@ -1,7 +1,7 @@
 // claimIssues: take the checkout of the caller's next `limit` claimable issues
 // in one statement (CLAIM_NEXT_SKIP_LOCKED). claimIssue without an issue id
 // uses CLAIM_NEXT_FOR_EACH (claimNext.ts), which answers a group of callers.
-import { appendEvents, issueJson, named, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJson, named, runViewJson, sql, raw, stampEvent } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { commitChange, refuseRun, runCte, withoutLive } from "./deps.js";
 import type { AgentActor, Issue, LockEvent, NoIssueAvailable, Run, RunNotActive, RunView } from "./types.js";
@@ -57,7 +57,7 @@ const claimOnly = (runId: string, actor: AgentActor) => sql`
     changed AS (
       UPDATE issues i
          SET status = 'CLAIMED', checkout_run_id = ${runId}::uuid, claimed_at = now(),
-             lock_epoch = i.lock_epoch + 1, updated_at = now()
+             lock_epoch = i.lock_epoch + 1, ${raw(stampEvent("i"))}, updated_at = now()
         FROM next WHERE i.id = next.id
       RETURNING i.*, 'CLAIMED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${actor.agentId}::uuid AS ev_agent_id, NULL::text AS ev_reason
     ),
@@ -75,16 +75,16 @@ const claimAndStart = (runId: string, actor: AgentActor) => sql`
          SET status = 'IN_PROGRESS', checkout_run_id = ${runId}::uuid, claimed_at = now(),
              execution_run_id = ${runId}::uuid, execution_agent_name_key = ${actor.agentNameKey},
              execution_locked_at = now(), attempt_count = i.attempt_count + 1,
-             lock_epoch = i.lock_epoch + 1, updated_at = now()
+             lock_epoch = i.lock_epoch + 1, ${raw(stampEvent("i"))}, updated_at = now()
         FROM next WHERE i.id = next.id
       RETURNING i.*
     ),
     changes AS (
-      SELECT c.id, c.company_id, 'CLAIMED'::issue_status AS status, c.checkout_run_id, NULL::uuid AS execution_run_id,
+      SELECT c.id, c.company_id, 'CLAIMED'::issue_status AS status, c.checkout_run_id, NULL::uuid AS execution_run_id, c.last_event_xid,
              'CLAIMED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${actor.agentId}::uuid AS ev_agent_id, NULL::text AS ev_reason
         FROM changed c
       UNION ALL
-      SELECT c.id, c.company_id, c.status, c.checkout_run_id, c.execution_run_id,
+      SELECT c.id, c.company_id, c.status, c.checkout_run_id, c.execution_run_id, c.last_event_xid,
              'EXECUTION_ACQUIRED', ${runId}::uuid, ${actor.agentId}::uuid, NULL::text
         FROM changed c
     )`;

@@ -2,7 +2,7 @@
 // (CLAIM_NEXT_FOR_EACH). The API groups the claims of a company that arrive
 // while its previous claim statement runs (groupCommit.ts); each request gets
 // what claiming one after another in arrival order would have given it.
-import { appendEvents, issueJsonOrNull, named, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, named, runViewJson, sql, raw, stampEvent } from "../db/sql.js";
 import type { StatementDeps } from "./deps.js";
 import { answerEach, requestedRunsCte } from "./deps.js";
 import type { AgentActor, Issue, RunView } from "./types.js";
@@ -85,7 +85,7 @@ export function claimForEachStatement(companyId: string, group: ClaimRequest[]) 
     changed AS (
       UPDATE issues i
          SET status = 'CLAIMED', checkout_run_id = q.run_id, claimed_at = now(),
-             lock_epoch = i.lock_epoch + 1, updated_at = now()
+             lock_epoch = i.lock_epoch + 1, ${raw(stampEvent("i"))}, updated_at = now()
         FROM step s JOIN req q ON q.n = s.n
        WHERE i.id = s.issue_id
       RETURNING i.*, q.n AS req_n, 'CLAIMED' AS ev_kind, q.run_id AS ev_run_id, q.agent_id AS ev_agent_id, NULL::text AS ev_reason

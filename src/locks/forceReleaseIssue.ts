@@ -1,5 +1,5 @@
 // forceReleaseIssue: the board takes an issue back from whatever holds it.
-import { appendEvents, issueJson, named, raw, sql } from "../db/sql.js";
+import { appendEvents, issueJson, named, raw, sql, stampEvent } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { CLEAR_LOCKS, boardLockedIssueCte, commitChange, reopenOrEscalate } from "./deps.js";
 import { MAX_REASON_LENGTH } from "./releaseIssues.js";
@@ -17,7 +17,7 @@ function forceReleaseStatement(companyId: string, issueId: string, reason: strin
     WITH ${boardLockedIssueCte(companyId, issueId)},
     changed AS (
       UPDATE issues i
-         SET status = ${raw(reopenOrEscalate("i"))}, ${raw(CLEAR_LOCKS)}, updated_at = now()
+         SET status = ${raw(reopenOrEscalate("i"))}, ${raw(CLEAR_LOCKS)}, ${raw(stampEvent("i"))}, updated_at = now()
         FROM cur LEFT JOIN heartbeat_runs h ON h.id = cur.checkout_run_id
        WHERE i.id = cur.id AND cur.checkout_run_id IS NOT NULL
       RETURNING i.*, 'FORCE_RELEASED' AS ev_kind, cur.checkout_run_id AS ev_run_id,

@@ -1,7 +1,7 @@
 // Read models for the queries. Every read is scoped to one company: an id from
 // another company reads as not found.
 import type { Queryable } from "../db/client.js";
-import { eventJson, issueJson, queryAll, queryOne, raw, runJson, sql } from "../db/sql.js";
+import { eventJson, issueJson, named, queryAll, queryOne, raw, runJson, sql } from "../db/sql.js";
 import type { Agent, Company } from "../auth/accounts.js";
 import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "./types.js";
 
@@ -108,14 +108,17 @@ export async function listLockEvents(
   const order = raw(filter.newestFirst === true ? "e.seq DESC" : "e.seq");
   const rows = await queryAll<{ event: LockEvent }>(
     db,
-    sql`SELECT ${eventJson("e")} AS event FROM lock_events e
+    // READ_LEDGER_PAGE: only final events, below the snapshot's horizon (docs/events.md),
+    // so a reader that resumes after the last seq of a page never skips one.
+    named("READ_LEDGER_PAGE", sql`SELECT ${eventJson("e")} AS event FROM lock_events e
          WHERE e.company_id = ${companyId}::uuid
            AND e.seq > ${filter.afterSeq ?? "0"}::bigint
            AND e.seq < ${filter.beforeSeq ?? "9223372036854775807"}::bigint
+           AND e.seq < baton_event_horizon()
            AND (${filter.issueId ?? null}::uuid IS NULL OR e.issue_id = ${filter.issueId ?? null}::uuid)
            AND (${filter.agentId ?? null}::uuid IS NULL OR e.agent_id = ${filter.agentId ?? null}::uuid)
          ORDER BY ${order}
-         LIMIT ${filter.first}::int`,
+         LIMIT ${filter.first}::int`),
   );
   return rows.map((r) => r.event);
 }

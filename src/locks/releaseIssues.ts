@@ -1,7 +1,7 @@
 // releaseIssues: the holder gives back many issues in one statement. Each
 // issue is released or refused on its own; both locks of a released issue
 // clear together. releaseIssue is this with one id.
-import { appendEvents, issueJsonOrNull, named, raw, runViewJson, sql } from "../db/sql.js";
+import { appendEvents, issueJsonOrNull, named, raw, runViewJson, sql, stampEvent } from "../db/sql.js";
 import type { LockDeps, StatementDeps } from "./deps.js";
 import { CLEAR_LOCKS, answerEach, refuseRun, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "./deps.js";
 import type {
@@ -78,7 +78,7 @@ function releaseStatement(companyId: string, group: ReleaseRequest[]) {
       UPDATE issues i
          SET status = CASE q.outcome WHEN 'DONE' THEN 'DONE'::issue_status WHEN 'BLOCKED' THEN 'BLOCKED'::issue_status
                       ELSE ${raw(reopenOrEscalate("i"))} END,
-             ${raw(CLEAR_LOCKS)}, updated_at = now()
+             ${raw(CLEAR_LOCKS)}, ${raw(stampEvent("i"))}, updated_at = now()
         FROM verdict v JOIN req q ON q.n = v.n
        WHERE i.id = v.issue_id AND v.verdict = 'RELEASE'
       RETURNING i.*, q.n AS req_n, 'RELEASED' AS ev_kind, q.run_id AS ev_run_id,

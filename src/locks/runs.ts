@@ -1,7 +1,7 @@
 // Heartbeat runs: an agent's unit of liveness. A run holds locks only while it
 // is RUNNING and its lease (on the database clock) lies in the future.
 import type { Db } from "../db/client.js";
-import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, runJson, sql } from "../db/sql.js";
+import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, runJson, sql, stampEvent } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
 import { CLEAR_LOCKS, commitTransaction, reopenOrEscalate } from "./deps.js";
 import type { AgentActor, LockEvent, Run, RunResult, RunStatus } from "./types.js";
@@ -136,7 +136,7 @@ async function releaseAllHeldBy(
       ),
       changed AS (
         UPDATE issues i
-           SET status = ${raw(reopenOrEscalate("i"))}, ${raw(CLEAR_LOCKS)}, updated_at = now()
+           SET status = ${raw(reopenOrEscalate("i"))}, ${raw(CLEAR_LOCKS)}, ${raw(stampEvent("i"))}, updated_at = now()
           FROM held h
          WHERE i.id = h.id AND i.checkout_run_id = ${runId}::uuid
         RETURNING i.*, 'RELEASED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${agentId}::uuid AS ev_agent_id, ${reason}::text AS ev_reason

@@ -5,7 +5,7 @@
 // and the one pass that waits for run rows waits at most a statement's time
 // (TIME_OUT_BUSY_EXPIRED_RUNS). Several sweepers may run at once against one database.
 import type { Db } from "../db/client.js";
-import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql } from "../db/sql.js";
+import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent } from "../db/sql.js";
 import type { EventSink } from "./deps.js";
 import { CLEAR_LOCKS, commitChange } from "./deps.js";
 import type { LockEvent } from "./types.js";
@@ -100,7 +100,7 @@ const recoverDeadLocks = (batch: number) => sql`
     UPDATE issues i
        SET attempt_count = ${raw(ATTEMPTS_AFTER_DEATH)},
            status = (CASE WHEN ${raw(ATTEMPTS_AFTER_DEATH)} >= i.max_attempts THEN 'ESCALATED' ELSE 'OPEN' END)::issue_status,
-           ${raw(CLEAR_LOCKS)}, updated_at = now()
+           ${raw(CLEAR_LOCKS)}, ${raw(stampEvent("i"))}, updated_at = now()
       FROM locked l WHERE i.id = l.id
     RETURNING i.*,
               CASE WHEN i.status = 'ESCALATED' THEN 'ESCALATED' ELSE 'RECOVERED' END AS ev_kind,
@@ -132,7 +132,7 @@ const escalateExhausted = (batch: number) => sql`
       ) l
   ),
   changed AS (
-    UPDATE issues i SET status = 'ESCALATED', updated_at = now()
+    UPDATE issues i SET status = 'ESCALATED', ${raw(stampEvent("i"))}, updated_at = now()
       FROM locked l WHERE i.id = l.id
     RETURNING i.*, 'ESCALATED' AS ev_kind, NULL::uuid AS ev_run_id, NULL::uuid AS ev_agent_id, 'ATTEMPTS_EXHAUSTED' AS ev_reason
   ),

@@ -93,6 +93,8 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
              execution_run_id = CASE WHEN n.status = 'IN_PROGRESS' THEN i.execution_run_id END,
              execution_agent_name_key = CASE WHEN n.status = 'IN_PROGRESS' THEN i.execution_agent_name_key END,
              execution_locked_at = CASE WHEN n.status = 'IN_PROGRESS' THEN i.execution_locked_at END,
+             -- only a status change writes an event (status_changed below)
+             last_event_xid = CASE WHEN n.status <> i.status THEN baton_event_xid(i.last_event_xid) ELSE i.last_event_xid END,
              updated_at = now()
         FROM verdict v, next n, cur c LEFT JOIN heartbeat_runs h ON h.id = c.checkout_run_id
        WHERE i.id = c.id AND n.id = c.id AND v.verdict = 'UPDATE'

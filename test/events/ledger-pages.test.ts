@@ -25,6 +25,7 @@ beforeAll(async () => {
       expect(releaseIssue.__typename).toBe("IssueReleased");
     }
   }
+  await h.settled(co.id);
   all = (await co.board.ok(Ops.LedgerPageDocument, { companyId: co.id, first: 1000 })).lockEvents.map((e) => e.seq);
   expect(all).toHaveLength(24);
 });

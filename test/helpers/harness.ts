@@ -3,6 +3,7 @@
 import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
 import { print } from "graphql";
 import pg from "pg";
+import { eventually } from "./race.js";
 import { buildApp } from "../../src/app.js";
 import type { App } from "../../src/app.js";
 import { connectDb } from "../../src/db/client.js";
@@ -74,6 +75,14 @@ export interface Harness {
   sql<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<T[]>;
   /** Row count and a digest of every row of every table: equal snapshots mean nothing changed. */
   snapshot(): Promise<Record<string, string>>;
+  /**
+   * Waits until every committed event of the company is final: readable by
+   * lockEvents. Other test files' transactions on this cluster hold events
+   * back for a moment (docs/events.md, "The one caveat").
+   */
+  settled(companyId: string): Promise<void>;
+  /** Every seq in a company's ledger, ascending (seqs increase but have gaps: docs/events.md). */
+  ledgerSeqs(companyId: string): Promise<string[]>;
   /** The single row of a query that must return exactly one. */
   one<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<T>;
   /** Another API instance on the same database (its own pool and bus). */
@@ -129,6 +138,19 @@ export async function startHarness(options: { leaseSeconds?: number; redisUrl?: 
         (t) => `(SELECT count(*) || ':' || coalesce(md5(string_agg(x::text, '|' ORDER BY x::text)), '') FROM ${t} x) AS ${t}`,
       );
       return (await pool.query(`SELECT ${columns.join(", ")}`)).rows[0];
+    },
+    async settled(companyId) {
+      await eventually(async () => {
+        const { rows } = await pool.query<{ held: boolean }>(
+          "SELECT EXISTS (SELECT 1 FROM lock_events WHERE company_id = $1 AND seq >= baton_event_horizon()) AS held",
+          [companyId],
+        );
+        return rows[0]!.held ? undefined : true;
+      }, "the company's events to be final");
+    },
+    async ledgerSeqs(companyId) {
+      const { rows } = await pool.query<{ seq: string }>("SELECT seq::text FROM lock_events WHERE company_id = $1 ORDER BY seq", [companyId]);
+      return rows.map((r) => r.seq);
     },
     async one(text, values) {
       const { rows } = await pool.query(text, values);

@@ -49,6 +49,7 @@ describe("claim → acquire → release", () => {
       issue: { status: "DONE", checkoutRunId: null, executionRunId: null, executionAgentNameKey: null, executionLockedAt: null },
     });
 
+    await h.settled(acme.id);
     const { lockEvents } = await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, issueId: issue.id });
     expect(lockEvents.map((e) => [e.kind, e.status, e.runId, e.checkoutRunId, e.executionRunId])).toEqual([
       ["CLAIMED", "CLAIMED", run.id, run.id, null],
@@ -128,6 +129,7 @@ describe("claimIssue with an issue id", () => {
       const again = await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: issue.id, expectedStatuses });
       expect(again.claimIssue, JSON.stringify(expectedStatuses)).toMatchObject({ __typename: "IssueClaimed", alreadyHeld: true, issue: { lockEpoch: 1 } });
     }
+    await h.settled(acme.id);
     const { lockEvents } = await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, issueId: issue.id });
     expect(lockEvents).toHaveLength(1);
   });
@@ -210,6 +212,7 @@ describe("claimIssue with an issue id", () => {
     // The dead run is written down as TIMED_OUT, and can do nothing more.
     const { run } = await acme.board.ok(Ops.RunDocument, { id: dead.id });
     expect(run?.status).toBe("TIMED_OUT");
+    await h.settled(acme.id);
     const { lockEvents } = await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, issueId: workingIssue.id });
     expect(lockEvents.map((e) => e.kind)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED", "ADOPTED"]);
     // The adopter must acquire execution again, which counts a new attempt; the dead run can do neither.
@@ -233,6 +236,7 @@ describe("claimIssue with an issue id", () => {
     expect(exhausted.claimIssue).toMatchObject({ __typename: "AttemptsExhausted", attemptCount: 1, maxAttempts: 1 });
     const { issue } = await acme.board.ok(Ops.IssueDocument, { id: lastTry.id });
     expect(issue).toMatchObject({ status: "ESCALATED", checkoutRunId: null });
+    await h.settled(acme.id);
     const escalation = (await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, issueId: lastTry.id })).lockEvents.at(-1);
     expect(escalation).toMatchObject({ kind: "ESCALATED", status: "ESCALATED", runId: adopter.id });
     const refused = await b.client.ok(Ops.ClaimIssueDocument, { runId: adopter.id, issueId: assignedToA.id, expectedStatuses: ["CLAIMED"] });
@@ -307,6 +311,7 @@ describe("releaseIssue", () => {
     await a.client.ok(Ops.AcquireExecutionDocument, { runId: runA.id, issueId: issue.id });
     const failed = await a.client.ok(Ops.ReleaseIssueDocument, { runId: runA.id, issueId: issue.id, outcome: "FAILED" });
     expect(failed.releaseIssue).toMatchObject({ __typename: "IssueReleased", issue: { status: "ESCALATED", attemptCount: 1 } });
+    await h.settled(acme.id);
     const { lockEvents } = await acme.board.ok(Ops.LockEventsDocument, { companyId: acme.id, issueId: issue.id });
     expect(lockEvents.at(-1)).toMatchObject({ kind: "RELEASED", status: "ESCALATED", reason: "FAILED" });
     const gone = await a.client.ok(Ops.ReleaseIssueDocument, { runId: runA.id, issueId: "00000000-0000-4000-8000-000000000003", outcome: "DONE" });

@@ -62,11 +62,8 @@ describe("races", () => {
     expect(claimedBy.filter((c) => c.length > 0).length).toBeGreaterThan(8); // the work really was shared
     const { n } = await h.one<{ n: number }>("SELECT count(*)::int AS n FROM lock_events WHERE company_id = $1 AND kind = 'CLAIMED'", [co.id]);
     expect(n).toBe(500);
-    const { seqs, max } = await h.one<{ seqs: number; max: string }>(
-      "SELECT count(DISTINCT seq)::int AS seqs, max(seq)::text AS max FROM lock_events WHERE company_id = $1",
-      [co.id],
-    );
-    expect([seqs, max]).toEqual([500, "500"]); // gapless
+    const { seqs } = await h.one<{ seqs: number }>("SELECT count(DISTINCT seq)::int AS seqs FROM lock_events WHERE company_id = $1", [co.id]);
+    expect(seqs).toBe(500); // one seq per event
     await auditIsClean(co, told);
   });
 
@@ -94,6 +91,7 @@ describe("races", () => {
         holderRunIsLive: true,
       });
     }
+    await h.settled(co.id);
     const { lockEvents } = await co.board.ok(Ops.LockEventsDocument, { companyId: co.id });
     expect(lockEvents.map((e) => e.kind)).toEqual(["CLAIMED"]);
     await auditIsClean(co, [{ kind: "claimed", runId: winner.issue.checkoutRunId!, issueId: createIssue.id, lockEpoch: winner.issue.lockEpoch }]);
@@ -143,6 +141,7 @@ describe("races", () => {
         await holder.client.ok(Ops.ClaimIssueDocument, { runId: holder.run.id, issueId: createIssue.id });
       }
     }
+    await h.settled(co.id);
     const { lockEvents } = await co.board.ok(Ops.LockEventsDocument, { companyId: co.id, first: 1000 });
     // It changed hands every round: the first claim, then per round one release and one claim (a racer's, or the hand-over).
     expect(lockEvents.map((e) => e.kind)).toEqual(["CLAIMED", ...Array.from({ length: 5 }, () => ["RELEASED", "CLAIMED"]).flat()]);
