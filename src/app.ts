@@ -46,6 +46,8 @@ export interface AppDeps {
   log: Logger;
   /** How often subscriptions check the ledger for events whose publish was lost (ms). */
   ledgerPollMs?: number;
+  /** Log a warning when lock events have been held back by an open transaction this long (default 10 s). */
+  ledgerHoldWarningMs?: number;
   /** Live events a subscription may hold for a slow client (default 10,000). */
   subscriptionBuffer?: number;
   /** Bounds on what clients control (default: DEFAULT_LIMITS). */
@@ -90,7 +92,7 @@ const wantsEventStream = (req: IncomingMessage) => (req.headers.accept ?? "").in
 
 export function buildApp(deps: AppDeps): App {
   const limits = deps.limits ?? DEFAULT_LIMITS;
-  const watcher = new LedgerWatcher(deps.db, deps.ledgerPollMs ?? 1000, deps.log);
+  const watcher = new LedgerWatcher(deps.db, deps.ledgerPollMs ?? 1000, deps.log, deps.ledgerHoldWarningMs);
   const ledger = new LedgerReader(deps.db);
   const metrics = new Metrics({
     events: deps.bus,

@@ -21,6 +21,7 @@ export interface Config {
   readonly dbPoolSize: number;
   /** How often subscriptions look in the ledger for events whose publish was lost. */
   readonly ledgerPollMs: number;
+  readonly ledgerHoldWarningMs: number;
   /** Live events a subscription may hold for a slow client before it is ended (SUBSCRIPTION_OVERFLOW). */
   readonly subscriptionBuffer: number;
   /** Bounds on what clients control (src/limits.ts). */
@@ -90,6 +91,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: optionalString(env, "BATON_DATA_DIR") ?? ".baton",
     dbPoolSize: integer(env, "BATON_DB_POOL_SIZE", 10, 1, 200),
     ledgerPollMs: integer(env, "BATON_LEDGER_POLL_MS", 1000, 50, 60_000),
+    ledgerHoldWarningMs: integer(env, "BATON_LEDGER_HOLD_WARNING_MS", 10_000, 100, 3_600_000),
     subscriptionBuffer: integer(env, "BATON_SUBSCRIPTION_BUFFER", 10_000, 1, 1_000_000),
     limits,
     corsOrigins: Object.freeze(corsOrigins(env)),

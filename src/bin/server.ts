@@ -26,6 +26,7 @@ async function main() {
     leaseSeconds: config.runLeaseSeconds,
     log,
     ledgerPollMs: config.ledgerPollMs,
+    ledgerHoldWarningMs: config.ledgerHoldWarningMs,
     subscriptionBuffer: config.subscriptionBuffer,
     limits: config.limits,
     corsOrigins: config.corsOrigins,

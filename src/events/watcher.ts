@@ -10,7 +10,8 @@
 //   interval, with no client action;
 // - reports how long events have been held back by an open transaction
 //   (docs/events.md, "The one caveat"): as a gauge, and, past
-//   HOLD_WARNING_MS, as a warning naming the oldest open transaction.
+//   BATON_LEDGER_HOLD_WARNING_MS, as a warning naming the oldest open
+//   transaction, at most once per that interval.
 import type { Db } from "../db/client.js";
 import { named, queryAll, queryOne, sql } from "../db/sql.js";
 import type { Logger } from "../log.js";
@@ -18,8 +19,6 @@ import { errorFields } from "../log.js";
 
 export type Nudge = (latestSeq: bigint) => void;
 
-/** Events held back longer than this are logged, at most once per HOLD_WARNING_MS. */
-export const HOLD_WARNING_MS = 10_000;
 
 interface PollRow {
   id: string;
@@ -50,6 +49,7 @@ export class LedgerWatcher {
     private readonly db: Db,
     private readonly intervalMs: number,
     private readonly log: Logger,
+    private readonly holdWarningMs = 10_000,
   ) {}
 
   watch(companyId: string, nudge: Nudge): () => void {
@@ -88,7 +88,7 @@ export class LedgerWatcher {
         for (const nudge of this.byCompany.get(row.id) ?? []) nudge(BigInt(row.seq));
       }
       this.heldBackMs = held;
-      if (held >= HOLD_WARNING_MS && Date.now() - this.lastWarning >= HOLD_WARNING_MS) {
+      if (held >= this.holdWarningMs && Date.now() - this.lastWarning >= this.holdWarningMs) {
         this.lastWarning = Date.now();
         await this.warnHeldBack(held);
       }
