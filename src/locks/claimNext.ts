@@ -40,7 +40,7 @@ export interface ClaimAnswer {
  *    `step` hands each row out once.
  *  - `step` walks the requests in arrival order, giving each its best
  *    remaining candidate.
- * One CLAIMED event per claimed issue, all under one take of the seq lock.
+ * One CLAIMED event per claimed issue, all in this one statement.
  */
 export function claimForEachStatement(companyId: string, group: ClaimRequest[]) {
   return sql`

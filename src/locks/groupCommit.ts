@@ -1,10 +1,10 @@
 // Group commit: requests of one company that reach this API instance while
 // its previous statement of the same kind is still running are answered
-// together by the next one — one round trip, one commit and one take of the
-// company's seq lock for the whole group instead of one each. When the
-// instance is idle a request goes out at once, alone: grouping adds no delay,
-// it only appears under load, where the seq lock (held until commit) would
-// otherwise serialise every change of the company (docs/events.md).
+// together by the next one — one round trip and one commit (one WAL flush)
+// for the whole group instead of one each. When the instance is idle a
+// request goes out at once, alone: grouping adds no delay, it only appears
+// under load, where it saves the database a statement and a commit per
+// request.
 //
 // The statements it runs answer each request exactly as running them one
 // after another in arrival order would; requests that touch the same row
