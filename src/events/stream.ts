@@ -115,13 +115,17 @@ export class SubscriptionOverflowError extends Error {
 
 /**
  * Back-off while an announced event is not readable yet (an older
- * transaction is still open): doubling from 2 ms to at most a second, for as
- * long as it takes. An announcement is dropped only once it is read, or once a
- * read that began after it shows that no transaction can have written it
- * (whatever can publish to Redis can publish nonsense).
+ * transaction is still open): doubling from 2 ms to 50 ms, and once the
+ * event has been held back for 2 s (a long-open transaction, see
+ * docs/events.md), once a second, for as long as it takes. An announcement is
+ * dropped only once it is read, or once a read that began after it shows
+ * that no transaction can have written it (whatever can publish to Redis can
+ * publish nonsense).
  */
 const FIRST_RETRY_MS = 2;
-const LAST_RETRY_MS = 1024;
+const BRISK_RETRY_MS = 50;
+const BRISK_FOR_MS = 2000;
+const SLOW_RETRY_MS = 1000;
 /** Announcements remembered per stream; past this, a new one only marks the stream for a read. */
 const MAX_ANNOUNCED = 1024;
 
@@ -211,6 +215,7 @@ async function* streamEvents(
     last = filter.afterSeq != null ? BigInt(filter.afterSeq) : await ledger.lastSeq(filter.companyId);
     dirty = filter.afterSeq != null;
     let retryMs = 0;
+    let heldSince = 0;
     for (;;) {
       if (control.closed) return;
       if (!dirty && !announced.waiting) {
@@ -236,7 +241,12 @@ async function* streamEvents(
       else if (announced.waiting) {
         // An announced event is not final yet (an older transaction is still
         // open) or committed after a shared read began: read again shortly.
-        retryMs = last > before || retryMs === 0 ? FIRST_RETRY_MS : Math.min(retryMs * 2, LAST_RETRY_MS);
+        if (last > before || retryMs === 0) {
+          retryMs = FIRST_RETRY_MS;
+          heldSince = performance.now();
+        } else {
+          retryMs = performance.now() - heldSince < BRISK_FOR_MS ? Math.min(retryMs * 2, BRISK_RETRY_MS) : SLOW_RETRY_MS;
+        }
         await bell.wait(retryMs);
       }
     }
