@@ -235,11 +235,15 @@ function batonSingle(apiUrl: string, fleet: BatonFleet, backlog: number, seconds
   });
 }
 
-/** Batched: claimIssues(limit, acquireExecution: true) → releaseIssues, until drained or `seconds`. */
-function batonBatched(apiUrl: string, fleet: BatonFleet, backlog: number, seconds: number): Promise<Measured> {
-  return runFleet(fleet, backlog, seconds, Math.ceil(backlog / BATON_BATCH_LIMIT) + 10, async (agent): Promise<Round> => {
+/**
+ * Batched: claimIssues(limit, acquireExecution: true) → releaseIssues, until
+ * drained or `seconds`. With limit 1 this is one job at a time as `baton work`
+ * runs it: two calls per job.
+ */
+function batonBatched(apiUrl: string, fleet: BatonFleet, backlog: number, seconds: number, limit = BATON_BATCH_LIMIT): Promise<Measured> {
+  return runFleet(fleet, backlog, seconds, Math.ceil(backlog / limit) + 10, async (agent): Promise<Round> => {
     const { claimIssues } = await gql<{ claimIssues: { __typename: string; issues?: { id: string }[] } }>(
-      apiUrl, agent.key, CLAIM_MANY, { r: agent.runId, n: BATON_BATCH_LIMIT });
+      apiUrl, agent.key, CLAIM_MANY, { r: agent.runId, n: limit });
     if (claimIssues.__typename === "NoIssueAvailable" || claimIssues.issues?.length === 0) return { drained: true };
     if (claimIssues.__typename !== "IssuesClaimed" || !claimIssues.issues) return { error: `claimIssues → ${claimIssues.__typename}` };
     // claimIssues(acquireExecution: true) took both locks: the issues are IN_PROGRESS.
@@ -397,7 +401,14 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
         return batonSingle(apiUrl, fleet, plan.batonBacklog, plan.seconds);
       });
 
-      // PLACEHOLDER (batched Baton): runs only once the schema has claimIssues and releaseIssues.
+      await attempt("Baton", "API, single as `baton work` runs it (claimIssues limit 1 with acquireExecution + releaseIssues)", async () => {
+        const fleet = await batonFleet(apiUrl, "peers single sdk");
+        await batonBacklog(apiUrl, fleet.boardKey, plan.batonBacklog);
+        await vacuumAnalyze(url, "issues");
+        return batonBatched(apiUrl, fleet, plan.batonBacklog, plan.seconds, 1);
+      });
+
+      // Batched Baton: runs only once the schema has claimIssues and releaseIssues.
       const batchedMode = `API, batched (claimIssues limit ${BATON_BATCH_LIMIT} with acquireExecution + releaseIssues) × ${BATON_BATCH_AGENTS} agents`;
       let names: Set<string> | null = null;
       try {
@@ -443,6 +454,7 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
 
   // Table.
   const rate = (m: Measured | null) => (m && m.seconds > 0 ? m.jobs / m.seconds : NaN);
+  const gwDefaultRate = () => rate(rows.find((r) => r.system.startsWith("graphile-worker") && r.mode.startsWith("default"))?.measured ?? null);
   const baseline = rate(rows.find((r) => r.system === "Baton" && r.mode.startsWith("API, single"))?.measured ?? null);
   const fmtRate = (n: number) => (Number.isFinite(n) ? (n >= 100 ? Math.round(n) : Math.round(n * 10) / 10) : "—");
   const fmtRatio = (n: number) => (Number.isFinite(n) ? Math.round(n * 100) / 100 : "—");
@@ -488,7 +500,12 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   );
   notes.push(`pg-boss: new PgBoss({ max: ${AGENTS}, supervise: false, schedule: false }), createQueue, insert() in chunks of 5000, work(name, { batchSize, pollingIntervalSeconds: ${PGBOSS_POLLING_SECONDS} }) — 0.5 s is v10's minimum; its single-job mode is bound by that polling.`);
 
-  // The target.
+  // The targets (issue 13): the single-job life cycle at 16 agents ≥ 1.0× graphile-worker's default mode.
+  const sdkSingle = rate(rows.find((r) => r.system === "Baton" && r.mode.startsWith("API, single as"))?.measured ?? null);
+  notes.push(
+    `Target "API single life cycle at ${AGENTS} agents ≥ 1.0× graphile-worker's default mode": ${baseline / gwDefaultRate() >= 1 || sdkSingle / gwDefaultRate() >= 1 ? "MET" : "NOT MET"} — ` +
+      `claimIssue + acquireExecution + releaseIssue ${fmtRatio(baseline / gwDefaultRate())}×, as \`baton work\` runs it (two calls) ${fmtRatio(sdkSingle / gwDefaultRate())}× (graphile-worker default ${fmtRate(gwDefaultRate())} jobs/s).`,
+  );
   const batched = rows.find((r) => r.system === "Baton" && r.mode.startsWith("API, batched"));
   const gwDefault = rate(rows.find((r) => r.system.startsWith("graphile-worker") && r.mode.startsWith("default"))?.measured ?? null);
   const bossBatched = rate(rows.find((r) => r.system.startsWith("pg-boss") && r.mode.includes("batchSize 1000"))?.measured ?? null);
