@@ -237,8 +237,10 @@ function batonSingle(apiUrl: string, fleet: BatonFleet, backlog: number, seconds
 
 /**
  * Batched: claimIssues(limit, acquireExecution: true) → releaseIssues, until
- * drained or `seconds`. With limit 1 this is one job at a time as `baton work`
- * runs it: two calls per job.
+ * drained or `seconds`. With limit 1 this is one job at a time in two calls
+ * instead of three; but claimIssues and releaseIssues are not group-committed,
+ * so under 16 agents it makes more statements and commits than the three
+ * grouped calls do.
  */
 function batonBatched(apiUrl: string, fleet: BatonFleet, backlog: number, seconds: number, limit = BATON_BATCH_LIMIT): Promise<Measured> {
   return runFleet(fleet, backlog, seconds, Math.ceil(backlog / limit) + 10, async (agent): Promise<Round> => {
@@ -401,7 +403,7 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
         return batonSingle(apiUrl, fleet, plan.batonBacklog, plan.seconds);
       });
 
-      await attempt("Baton", "API, single as `baton work` runs it (claimIssues limit 1 with acquireExecution + releaseIssues)", async () => {
+      await attempt("Baton", "API, single in two calls (claimIssues limit 1 with acquireExecution + releaseIssues: not grouped)", async () => {
         const fleet = await batonFleet(apiUrl, "peers single sdk");
         await batonBacklog(apiUrl, fleet.boardKey, plan.batonBacklog);
         await vacuumAnalyze(url, "issues");
@@ -501,10 +503,10 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   notes.push(`pg-boss: new PgBoss({ max: ${AGENTS}, supervise: false, schedule: false }), createQueue, insert() in chunks of 5000, work(name, { batchSize, pollingIntervalSeconds: ${PGBOSS_POLLING_SECONDS} }) — 0.5 s is v10's minimum; its single-job mode is bound by that polling.`);
 
   // The targets (issue 13): the single-job life cycle at 16 agents ≥ 1.0× graphile-worker's default mode.
-  const sdkSingle = rate(rows.find((r) => r.system === "Baton" && r.mode.startsWith("API, single as"))?.measured ?? null);
+  const twoCalls = rate(rows.find((r) => r.system === "Baton" && r.mode.startsWith("API, single in two calls"))?.measured ?? null);
   notes.push(
-    `Target "API single life cycle at ${AGENTS} agents ≥ 1.0× graphile-worker's default mode": ${baseline / gwDefaultRate() >= 1 || sdkSingle / gwDefaultRate() >= 1 ? "MET" : "NOT MET"} — ` +
-      `claimIssue + acquireExecution + releaseIssue ${fmtRatio(baseline / gwDefaultRate())}×, as \`baton work\` runs it (two calls) ${fmtRatio(sdkSingle / gwDefaultRate())}× (graphile-worker default ${fmtRate(gwDefaultRate())} jobs/s).`,
+    `Target "API single life cycle at ${AGENTS} agents ≥ 1.0× graphile-worker's default mode": ${Math.max(baseline, twoCalls) / gwDefaultRate() >= 1 ? "MET" : "NOT MET"} — ` +
+      `claimIssue + acquireExecution + releaseIssue ${fmtRatio(baseline / gwDefaultRate())}×, in two calls ${fmtRatio(twoCalls / gwDefaultRate())}× (graphile-worker default ${fmtRate(gwDefaultRate())} jobs/s).`,
   );
   const batched = rows.find((r) => r.system === "Baton" && r.mode.startsWith("API, batched"));
   const gwDefault = rate(rows.find((r) => r.system.startsWith("graphile-worker") && r.mode.startsWith("default"))?.measured ?? null);

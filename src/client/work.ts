@@ -14,7 +14,7 @@
 // write anything it fences with `job.lockEpoch` after that.
 import type { Baton, LockChange } from "./baton.js";
 import { BatonError } from "./baton.js";
-import { WorkClaimManyDocument, WorkFinishRunDocument, WorkHeartbeatDocument, WorkReleaseDocument, WorkStartRunDocument, MeDocument } from "./generated/graphql.js";
+import { WorkAcquireDocument, WorkClaimDocument, WorkClaimManyDocument, WorkFinishRunDocument, WorkHeartbeatDocument, WorkReleaseDocument, WorkStartRunDocument, MeDocument } from "./generated/graphql.js";
 import type { WorkIssueFragment, WorkRunFragment } from "./generated/graphql.js";
 
 /** Throw it from a handler to put the issue back in the queue (the attempt is counted). */
@@ -42,7 +42,7 @@ export interface Job {
 export type Handler = (issue: WorkIssue, job: Job) => unknown;
 
 export interface WorkOptions {
-  /** Issues handled at once (default 1). Each claim asks for as many as there is room for (claimIssues). */
+  /** Issues handled at once (default 1). Above 1, claims are batched (claimIssues). */
   concurrency?: number;
   /** Also claim issues assigned to no agent (default false). */
   includeUnassigned?: boolean;
@@ -180,21 +180,28 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
     entry.finished = finished;
   }
 
-  /**
-   * Claims what there is room for and starts it, in one call (claimIssues with
-   * acquireExecution: both locks in one statement, as claimIssue followed by
-   * acquireExecution would take them, with the same two events); returns how
-   * many issues it started. One call instead of two is most of a single
-   * job's cost (bench: "full life cycle vs peers").
-   */
+  /** Claims what there is room for; returns how many issues it started. */
   async function claim(current: WorkRunFragment): Promise<number> {
     const free = concurrency - running.size;
     const includeUnassigned = options.includeUnassigned ?? false;
-    const { claimIssues } = await baton.request(WorkClaimManyDocument, { runId: current.id, limit: free, includeUnassigned });
-    if (claimIssues.__typename === "RunNotActive") return loseRun(claimIssues.message), 0;
-    if (claimIssues.__typename !== "IssuesClaimed") return 0;
-    for (const issue of claimIssues.issues) launch(issue, current.id);
-    return claimIssues.issues.length;
+    if (concurrency > 1) {
+      const { claimIssues } = await baton.request(WorkClaimManyDocument, { runId: current.id, limit: free, includeUnassigned });
+      if (claimIssues.__typename === "RunNotActive") return loseRun(claimIssues.message), 0;
+      if (claimIssues.__typename !== "IssuesClaimed") return 0;
+      for (const issue of claimIssues.issues) launch(issue, current.id);
+      return claimIssues.issues.length;
+    }
+    const { claimIssue } = await baton.request(WorkClaimDocument, { runId: current.id, includeUnassigned });
+    if (claimIssue.__typename === "RunNotActive") return loseRun(claimIssue.message), 0;
+    if (claimIssue.__typename !== "IssueClaimed") return 0;
+    const { acquireExecution } = await baton.request(WorkAcquireDocument, { runId: current.id, issueId: claimIssue.issue.id });
+    if (acquireExecution.__typename !== "ExecutionAcquired") {
+      log("could not start a claimed issue; releasing it", { issueId: claimIssue.issue.id, answer: acquireExecution.__typename });
+      await baton.request(WorkReleaseDocument, { runId: current.id, issueId: claimIssue.issue.id, outcome: "REQUEUE", reason: acquireExecution.message });
+      return 0;
+    }
+    launch(acquireExecution.issue, current.id);
+    return 1;
   }
 
   async function loop(): Promise<void> {

@@ -64,8 +64,21 @@ export class LedgerReader {
     });
   }
 
-  /** Age in seconds of the oldest open transaction that holds an xid (or a prepared one): what can hold events back. */
-  async oldestTransactionSeconds(): Promise<number> {
+  private oldest: { at: number; value: Promise<number> } | null = null;
+
+  /**
+   * Age in seconds of the oldest open transaction that holds an xid (or a
+   * prepared one): what can hold events back. For /metrics, which anyone may
+   * scrape: read at most once a second, however often it is asked.
+   */
+  oldestTransactionSeconds(): Promise<number> {
+    if (this.oldest && performance.now() - this.oldest.at < 1000) return this.oldest.value;
+    const value = this.readOldestTransactionSeconds().catch(() => 0);
+    this.oldest = { at: performance.now(), value };
+    return value;
+  }
+
+  private async readOldestTransactionSeconds(): Promise<number> {
     const row = await queryOne<{ s: number | null }>(
       this.db,
       sql`SELECT extract(epoch FROM clock_timestamp() - least(

@@ -154,7 +154,7 @@ it("a claim whose answer is lost leaves no issue stranded: the worker finishes t
       const forward = request(
         { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
         (answer) => {
-          if (dropped === 0 && /claimIssues?\(/.test(body.toString())) {
+          if (dropped === 0 && /claimIssue\(/.test(body.toString())) {
             dropped++;
             answer.resume();
             answer.on("end", () => res.socket?.destroy()); // the claim committed; its answer never arrives
