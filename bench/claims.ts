@@ -5,12 +5,12 @@
 //     one, with its ledger append, run directly with node-postgres, prepared;
 //   - the bare claim (one SKIP LOCKED UPDATE, no ledger, no run check): the
 //     ceiling any design could reach; at 16 agents also under pgbench.
-import { execFileSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { named } from "../src/db/sql.js";
 import { claimForEachStatement } from "../src/locks/claimNext.js";
 import { fixture } from "./fixture.js";
-import { gql, load } from "./lib.js";
+import { cpuSeconds, gql, load, postgresCpuSeconds } from "./lib.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";
 
 const CLAIM = `mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename ... on IssueClaimed { issue { id } } } }`;
@@ -36,11 +36,13 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   try {
     for (const agents of levels) {
       await f.refill(backlog);
+      const cpuBefore = { api: cpuSeconds(f.apiPid), pg: postgresCpuSeconds(), self: process.cpuUsage() };
       const viaApi = await load(agents, seconds, async (i) => {
         const w = f.workers[i]!;
         const data = await gql<{ claimIssue: { __typename: string } }>(f.url, w.key, CLAIM, { r: w.runId });
         return data.claimIssue.__typename === "IssueClaimed";
       });
+      const apiCpu = { api: (cpuSeconds(f.apiPid) ?? NaN) - (cpuBefore.api ?? NaN), pg: postgresCpuSeconds() - cpuBefore.pg, self: cpuTotal(process.cpuUsage(cpuBefore.self)) };
       await f.refill(backlog);
       const raw = await load(agents, seconds, async (i) => {
         const w = f.workers[i]!;
@@ -55,7 +57,18 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
         return r.length > 0;
       });
       let pgbench = "";
-      if (agents === 16) pgbench = String(Math.round(await viaPgbench(f, agents, seconds, backlog)));
+      if (agents === 16) {
+        const { perSecond, cpu: pgbenchCpu } = await viaPgbench(f, agents, seconds, backlog);
+        pgbench = String(Math.round(perSecond));
+        // Where a claim's CPU goes: on 2 cores shared by all of it, claims/s is bounded by 2 s / (the sum per claim).
+        const us = (s: number, claims: number) => Math.round((s / claims) * 1e6);
+        const apiClaims = viaApi.perSecond * seconds;
+        notes.push(
+          `CPU per claim at 16 agents (µs, from /proc): through the API — API process ${us(apiCpu.api, apiClaims)}, PostgreSQL ${us(apiCpu.pg, apiClaims)}, ` +
+            `load generator ${us(apiCpu.self, apiClaims)} (total ${us(apiCpu.api + apiCpu.pg + apiCpu.self, apiClaims)}); ` +
+            `bare claim under pgbench — PostgreSQL ${us(pgbenchCpu.pg, pgbenchCpu.claims)}, pgbench ${us(pgbenchCpu.pgbench, pgbenchCpu.claims)} (total ${us(pgbenchCpu.pg + pgbenchCpu.pgbench, pgbenchCpu.claims)}).`,
+        );
+      }
       rows.push({
         agents,
         "API claims/s": Math.round(viaApi.perSecond),
@@ -95,8 +108,18 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   };
 }
 
-/** The bare claim with pgbench -M prepared: each client uses its own agent and run. */
-async function viaPgbench(f: Awaited<ReturnType<typeof fixture>>, agents: number, seconds: number, backlog: number): Promise<number> {
+/**
+ * The bare claim with pgbench -M prepared: each client uses its own agent and
+ * run. Also the CPU it costs, sampled while pgbench's backends are alive (an
+ * ended backend's CPU leaves /proc with it): from 0.5 s in to 0.5 s before
+ * the end, claims counted from the tps.
+ */
+async function viaPgbench(
+  f: Awaited<ReturnType<typeof fixture>>,
+  agents: number,
+  seconds: number,
+  backlog: number,
+): Promise<{ perSecond: number; cpu: { pg: number; pgbench: number; claims: number } }> {
   await f.refill(backlog);
   await f.db.query(`CREATE TABLE IF NOT EXISTS bench_clients (n int PRIMARY KEY, run_id uuid, agent_id uuid)`);
   await f.db.query(`TRUNCATE bench_clients`);
@@ -106,15 +129,32 @@ async function viaPgbench(f: Awaited<ReturnType<typeof fixture>>, agents: number
     .replace("$3", "(SELECT agent_id FROM bench_clients WHERE n = :client_id)");
   mkdirSync("bench/results/tmp", { recursive: true });
   writeFileSync("bench/results/tmp/claim.sql", text.replace(/\s+/g, " ") + ";\n");
-  const out = execFileSync(
+  const child = spawn(
     "pgbench",
     ["-n", "-M", "prepared", "-c", String(agents), "-j", "2", "-T", String(seconds), "-f", "bench/results/tmp/claim.sql", f.databaseUrl],
-    { encoding: "utf8" },
+    { stdio: ["ignore", "pipe", "inherit"] },
   );
-  return Number(/tps = ([\d.]+)/.exec(out)?.[1]);
+  let out = "";
+  child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  const window = Math.max(0.5, seconds - 1);
+  await sleep(500);
+  const before = { pg: postgresCpuSeconds(), pgbench: cpuSeconds(child.pid) ?? 0 };
+  await sleep(window * 1000);
+  const cpu = { pg: postgresCpuSeconds() - before.pg, pgbench: (cpuSeconds(child.pid) ?? 0) - before.pgbench, claims: 0 };
+  if ((await exited) !== 0) throw new Error(`pgbench failed: ${out.trim().split("\n").at(-1) ?? ""}`);
+  const perSecond = Number(/tps = ([\d.]+)/.exec(out)?.[1]);
+  cpu.claims = perSecond * window;
+  return { perSecond, cpu };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { defaultOptions } = await import("./lib.js");
   console.log(JSON.stringify(await run(defaultOptions(process.argv.includes("--quick"))), null, 2));
+}
+
+/** user + system seconds of a process.cpuUsage() difference. */
+function cpuTotal(usage: NodeJS.CpuUsage): number {
+  return (usage.user + usage.system) / 1e6;
 }

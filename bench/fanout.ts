@@ -36,7 +36,7 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import pg from "pg";
-import { ADMIN_TOKEN, freshDatabase, gql, percentile, startApi } from "./lib.js";
+import { ADMIN_TOKEN, cpuSeconds, freshDatabase, gql, percentile, startApi } from "./lib.js";
 import type { FromChild, SubReport, SubSpec, ToChild } from "./fanoutClient.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";
 
@@ -241,18 +241,6 @@ function openFileLimit(): number | null {
     const line = readFileSync("/proc/self/limits", "utf8").split("\n").find((l) => l.startsWith("Max open files"));
     const soft = line?.split(/\s{2,}/)[1];
     return soft === undefined || soft === "unlimited" ? null : Number(soft);
-  } catch {
-    return null;
-  }
-}
-
-/** utime + stime of a process in seconds (Linux /proc), or null. */
-function cpuSeconds(pid: number | undefined): number | null {
-  if (pid === undefined) return null;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
   } catch {
     return null;
   }

@@ -14,6 +14,8 @@ export interface Fixture {
   url: string;
   databaseUrl: string;
   apiUrl: string;
+  /** The API child process, for CPU accounting. */
+  apiPid: number | undefined;
   companyId: string;
   boardKey: string;
   workers: Worker[];
@@ -48,6 +50,7 @@ export async function fixture(name: string, agents: number, port: number, env: R
     return {
       url: api.url,
       apiUrl: api.url,
+      apiPid: api.child.pid,
       databaseUrl,
       companyId,
       boardKey: createCompany.boardKey,

@@ -1,6 +1,7 @@
 // Shared pieces of the benchmarks: a scratch database, a Baton API in a child
 // process, a GraphQL client with keep-alive, and percentiles.
 import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import http from "node:http";
 import type { ChildProcess } from "node:child_process";
 import pg from "pg";
@@ -125,4 +126,32 @@ export async function load(concurrency: number, seconds: number, worker: (loop: 
 
 export function defaultOptions(quick: boolean) {
   return { quick, adminUrl: ADMIN_URL, redisUrl: process.env.REDIS_URL ?? "redis://127.0.0.1:6379" };
+}
+
+/** utime + stime of a process in seconds (Linux /proc), or null. */
+export function cpuSeconds(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+  } catch {
+    return null;
+  }
+}
+
+/** CPU seconds used so far by every PostgreSQL process on this machine (backends included; ended backends are lost, so measure with the connections open). */
+export function postgresCpuSeconds(): number {
+  let total = 0;
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      if (!stat.includes("(postgres)")) continue;
+      total += cpuSeconds(Number(entry)) ?? 0;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total;
 }
