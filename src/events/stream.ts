@@ -130,7 +130,7 @@ const SLOW_RETRY_MS = 1000;
 const MAX_ANNOUNCED = 1024;
 
 /** Seqs announced by messages or the watcher and not read yet, with when each arrived. */
-class Announcements {
+export class Announcements {
   private readonly list: { seq: bigint; at: number }[] = [];
   add(seq: bigint): boolean {
     if (this.list.length >= MAX_ANNOUNCED) return false;
@@ -150,7 +150,7 @@ class Announcements {
 }
 
 /** One wake-up at a time: wait() resolves on wake() or after `ms`. */
-class Doorbell {
+export class Doorbell {
   private ring: (() => void) | null = null;
   private timer: NodeJS.Timeout | null = null;
   wake(): void {

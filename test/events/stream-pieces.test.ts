@@ -1,0 +1,44 @@
+// The two small pieces of a lockChanged stream (src/events/stream.ts), on
+// their own: what it remembers of announcements, and how it waits.
+import { expect, it } from "vitest";
+import { Announcements, Doorbell } from "../../src/events/stream.js";
+
+const page = (ceiling: bigint, startedAt: number) => ({ events: [], ceiling, startedAt });
+
+it("forgets an announcement once it is read, and keeps one not read yet (held back by an open transaction)", () => {
+  const a = new Announcements();
+  a.add(10n);
+  a.add(20n);
+  a.settle(10n, page(1000n, performance.now() + 1));
+  expect(a.waiting).toBe(true); // 20 is still to come
+  a.settle(20n, page(1000n, performance.now() + 1));
+  expect(a.waiting).toBe(false);
+});
+
+it("forgets a seq no transaction can have written, but only on a read that began after it was announced", () => {
+  const a = new Announcements();
+  const before = performance.now() - 1;
+  a.add(5000n);
+  a.settle(0n, page(1000n, before)); // a shared read that began earlier proves nothing
+  expect(a.waiting).toBe(true);
+  a.settle(0n, page(1000n, performance.now() + 1)); // began later, and its ceiling is below: never a committed event
+  expect(a.waiting).toBe(false);
+});
+
+it("remembers a bounded number of announcements, and says when it could not", () => {
+  const a = new Announcements();
+  let refused = 0;
+  for (let i = 1; i <= 2000; i++) if (!a.add(BigInt(i))) refused++;
+  expect(refused).toBe(2000 - 1024);
+});
+
+it("a doorbell wait ends at a ring or at its timeout, whichever comes first", async () => {
+  const bell = new Doorbell();
+  const rung = bell.wait();
+  bell.wake();
+  await rung;
+  await bell.wait(5); // no ring: the timeout ends it
+  const late = bell.wait(60_000);
+  bell.wake(); // a ring ends a long wait at once, and clears its timer
+  await late;
+});
