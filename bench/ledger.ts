@@ -5,7 +5,7 @@
 //    company's commits),
 //  - with no event row at all.
 // So the cost of a resumable, in-order stream is known, not guessed.
-import { claimNextStatement } from "../src/locks/claimIssues.js";
+import { claimNextSkipLockedStatement } from "../src/locks/claimNextSkipLocked.js";
 import { fixture } from "./fixture.js";
 import { load } from "./lib.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";
@@ -38,7 +38,7 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       ["no event", (t) => t.replace(/(appended AS \(\s*INSERT INTO lock_events[\s\S]*?FROM \w+ c)/, "$1 WHERE false")],
     ];
     for (const [name, rewrite] of variants.slice(1)) {
-      const probe = claimNextStatement("00000000-0000-4000-8000-000000000000", { companyId: f.companyId, agentId: f.workers[0]!.agentId, agentNameKey: "x" }, true).text;
+      const probe = claimNextSkipLockedStatement("00000000-0000-4000-8000-000000000000", { companyId: f.companyId, agentId: f.workers[0]!.agentId, agentNameKey: "x" }, true).text;
       if (rewrite(probe) === probe) throw new Error(`bench/ledger.ts: the "${name}" rewrite no longer matches the claim statement`);
     }
     let shipped = 0;
@@ -46,7 +46,7 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       await f.refill(backlog);
       const r = await load(clients, seconds, async (i) => {
         const w = f.workers[i]!;
-        const s = claimNextStatement(w.runId, { companyId: f.companyId, agentId: w.agentId, agentNameKey: w.nameKey }, true);
+        const s = claimNextSkipLockedStatement(w.runId, { companyId: f.companyId, agentId: w.agentId, agentNameKey: w.nameKey }, true);
         const { rows: res } = await f.db.query({ name: `claim_${name.length}`, text: rewrite(s.text), values: s.values });
         return (res[0]?.issues?.length ?? 0) > 0;
       });

@@ -1,7 +1,7 @@
 // Claim latency as the table grows: 10k, 100k and 1M issues, almost all of
 // them DONE. The claim index covers claimable rows only, so p50 should stay
 // flat (target: within ±20% from 10k to 1M).
-import { claimNextStatement } from "../src/locks/claimIssues.js";
+import { claimNextSkipLockedStatement } from "../src/locks/claimNextSkipLocked.js";
 import { fixture } from "./fixture.js";
 import { load } from "./lib.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";
@@ -19,7 +19,7 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       await f.refill(open, size - open);
       const r = await load(agents, seconds, async (i) => {
         const w = f.workers[i]!;
-        const s = claimNextStatement(w.runId, { companyId: f.companyId, agentId: w.agentId, agentNameKey: w.nameKey }, true);
+        const s = claimNextSkipLockedStatement(w.runId, { companyId: f.companyId, agentId: w.agentId, agentNameKey: w.nameKey }, true);
         const { rows: res } = await f.db.query({ name: "claim_next", text: s.text, values: s.values });
         return (res[0]?.issues?.length ?? 0) > 0;
       });

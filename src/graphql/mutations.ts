@@ -3,12 +3,12 @@
 import { createAgent, createCompany } from "../auth/accounts.js";
 import { acquireExecution } from "../locks/acquireExecution.js";
 import { claimIssue } from "../locks/claimIssue.js";
-import { claimNextIssues } from "../locks/claimIssues.js";
+import { claimIssues } from "../locks/claimIssues.js";
 import { releaseIssues } from "../locks/releaseIssues.js";
 import { createIssues } from "../locks/createIssues.js";
 import { forceReleaseIssue } from "../locks/forceReleaseIssue.js";
 import { releaseIssue } from "../locks/releaseIssue.js";
-import { runHeartbeat } from "../locks/runHeartbeat.js";
+import { tickScheduler } from "../locks/schedulerTick.js";
 import { finishRun, heartbeatRun, startRun } from "../locks/runs.js";
 import { updateIssue } from "../locks/updateIssue.js";
 import type { UpdateIssueInput } from "../locks/updateIssue.js";
@@ -110,7 +110,7 @@ builder.mutationFields((t) => ({
     type: HeartbeatTickRef,
     description:
       "The scheduler tick: for each agent of the caller's company with claimable work, start a run and claim that agent's next issue.",
-    resolve: (_root, _args, ctx) => runHeartbeat(ctx.services.locks, requireBoard(ctx)),
+    resolve: (_root, _args, ctx) => tickScheduler(ctx.services.locks, requireBoard(ctx)),
   }),
 }));
 
@@ -195,7 +195,7 @@ builder.mutationFields((t) => ({
       }),
     },
     resolve: (_root, args, ctx) =>
-      claimNextIssues(ctx.services.locks, requireAgent(ctx), {
+      claimIssues(ctx.services.locks, requireAgent(ctx), {
         runId: validateId("runId", args.runId),
         limit: args.limit,
         includeUnassigned: args.includeUnassigned,

@@ -3,26 +3,13 @@
 // attempt. Taking it counts the attempt. One statement answers one request or
 // a group of them (the API groups a company's concurrent acquisitions).
 import { appendEvents, issueJsonOrNull, named, runViewJson, sql, raw, stampEvent } from "../db/sql.js";
+import { answerEach } from "./commit.js";
 import type { LockDeps, StatementDeps } from "./deps.js";
-import { answerEach, refuseRun, requestedIssuesCte, requestedRunsCte } from "./deps.js";
-import type { AcquireExecutionResult, AgentActor, Issue, RunView } from "./types.js";
+import { requestedIssuesCte, requestedRunsCte } from "./fragments.js";
+import type { AcquireAnswer, AcquireRequest } from "./requests.js";
+import { refuseRun } from "./runs.js";
+import type { AcquireExecutionResult, AgentActor } from "./types.js";
 import { issueNotFound } from "./types.js";
-
-type Verdict = "ALREADY_HELD" | "EXECUTION_CONFLICT" | "NOT_CHECKED_OUT" | "EXHAUSTED" | "ACQUIRE";
-
-export interface AcquireRequest {
-  actor: AgentActor;
-  runId: string;
-  issueId: string;
-}
-
-export interface AcquireAnswer {
-  run: RunView | null;
-  verdict: Verdict | null;
-  current: Issue | null;
-  issue: Issue | null;
-  ownerAgentId: string | null;
-}
 
 /**
  * ACQUIRE_IF_CHECKOUT_HELD, for each request. Invariant: no attempt of an

@@ -1,7 +1,8 @@
 // forceReleaseIssue: the board takes an issue back from whatever holds it.
 import { appendEvents, issueJson, named, raw, sql, stampEvent } from "../db/sql.js";
+import { commitChange } from "./commit.js";
 import type { LockDeps } from "./deps.js";
-import { CLEAR_LOCKS, boardLockedIssueCte, commitChange, reopenOrEscalate } from "./deps.js";
+import { CLEAR_LOCKS, boardLockedIssueCte, reopenOrEscalate } from "./fragments.js";
 import { MAX_REASON_LENGTH } from "./releaseIssues.js";
 import type { ForceReleaseResult, Issue, LockEvent } from "./types.js";
 import { InvalidInputError, issueNotFound } from "./types.js";

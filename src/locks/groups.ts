@@ -2,7 +2,7 @@
 // company may share a statement freely (CLAIM_NEXT_FOR_EACH hands each row
 // out once); acquisitions and releases of the same issue never share one.
 import { acquireForEach } from "./acquireExecution.js";
-import { claimNextForEach } from "./claimNext.js";
+import { claimNextForEach } from "./claimNextForEach.js";
 import type { LockGroups, StatementDeps } from "./deps.js";
 import { GroupCommit } from "./groupCommit.js";
 import { releaseForEach } from "./releaseIssues.js";

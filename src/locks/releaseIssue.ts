@@ -2,8 +2,8 @@
 // (RELEASE_IF_CHECKOUT_HELD in releaseIssues.ts; the API groups a company's
 // concurrent releases into one statement).
 import type { LockDeps } from "./deps.js";
-import { refuseRun } from "./deps.js";
 import { refusal, releaseForEach, releaseReason } from "./releaseIssues.js";
+import { refuseRun } from "./runs.js";
 import type { AgentActor, ReleaseIssueResult, ReleaseOutcome } from "./types.js";
 import { issueNotFound } from "./types.js";
 

@@ -2,18 +2,12 @@
 // issue is released or refused on its own; both locks of a released issue
 // clear together. releaseIssue is this with one id.
 import { appendEvents, issueJsonOrNull, named, raw, runViewJson, sql, stampEvent } from "../db/sql.js";
+import { answerEach } from "./commit.js";
 import type { LockDeps, StatementDeps } from "./deps.js";
-import { CLEAR_LOCKS, answerEach, refuseRun, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "./deps.js";
-import type {
-  AgentActor,
-  Issue,
-  IssueNotFound,
-  InvalidTransition,
-  NotLockOwner,
-  ReleaseOutcome,
-  RunNotActive,
-  RunView,
-} from "./types.js";
+import { CLEAR_LOCKS, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "./fragments.js";
+import type { ReleaseAnswer, ReleaseRequest, ReleaseVerdict } from "./requests.js";
+import { refuseRun } from "./runs.js";
+import type { AgentActor, Issue, IssueNotFound, InvalidTransition, NotLockOwner, ReleaseOutcome, RunNotActive } from "./types.js";
 import { InvalidInputError, issueNotFound } from "./types.js";
 import { validateText } from "./validate.js";
 
@@ -27,24 +21,6 @@ export interface IssuesReleased {
   refused: ReleaseRefusal[];
 }
 export type ReleaseIssuesResult = IssuesReleased | RunNotActive;
-
-type Verdict = "NOT_OWNER" | "INVALID" | "RELEASE";
-
-export interface ReleaseRequest {
-  actor: AgentActor;
-  runId: string;
-  issueId: string;
-  outcome: ReleaseOutcome;
-  /** As recorded in the event: the outcome, or "OUTCOME: the caller's reason". */
-  reason: string;
-}
-
-export interface ReleaseAnswer {
-  run: RunView | null;
-  verdict: Verdict | null;
-  current: Issue | null;
-  issue: Issue | null;
-}
 
 /**
  * RELEASE_IF_CHECKOUT_HELD, for each request. Invariant: only the run holding
@@ -105,7 +81,7 @@ export function releaseReason(outcome: ReleaseOutcome, reason: string | null | u
   return reason?.trim() ? `${outcome}: ${reason.trim()}` : outcome;
 }
 
-export function refusal(runId: string, verdict: Verdict, cur: Issue): ReleaseRefusal {
+export function refusal(runId: string, verdict: ReleaseVerdict, cur: Issue): ReleaseRefusal {
   if (verdict === "INVALID") {
     return {
       __typename: "InvalidTransition",

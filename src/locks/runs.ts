@@ -1,11 +1,33 @@
 // Heartbeat runs: an agent's unit of liveness. A run holds locks only while it
-// is RUNNING and its lease (on the database clock) lies in the future.
+// is RUNNING and its lease (on the database clock) lies in the future. Here
+// too the checks every agent mutation makes on the run it names (refuseRun).
 import type { Db } from "../db/client.js";
 import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, runJson, sql, stampEvent } from "../db/sql.js";
+import { commitTransaction } from "./commit.js";
 import type { LockDeps } from "./deps.js";
-import { CLEAR_LOCKS, commitTransaction, reopenOrEscalate } from "./deps.js";
-import type { AgentActor, LockEvent, Run, RunResult, RunStatus } from "./types.js";
+import { CLEAR_LOCKS, reopenOrEscalate } from "./fragments.js";
+import type { AgentActor, LockEvent, Run, RunNotActive, RunResult, RunStatus, RunView } from "./types.js";
 import { ForbiddenError, InvalidInputError, runNotActive } from "./types.js";
+
+/**
+ * The checks every agent mutation makes on the run it names, in order: a run
+ * that does not exist in the caller's company is RunNotActive (status null);
+ * another agent's run is FORBIDDEN; a dead run is RunNotActive. Returns null
+ * when the run may act. The statements evaluate the same conditions in SQL and
+ * change nothing unless all pass, so this only explains a refusal.
+ */
+export function refuseRun(run: RunView | null, runId: string, actor: AgentActor): RunNotActive | null {
+  if (run === null) return runNotActive(runId, null);
+  if (run.agentId !== actor.agentId) throw new ForbiddenError(`run ${runId} belongs to another agent`);
+  if (!run.live) return runNotActive(runId, run.status);
+  return null;
+}
+
+/** A run as the API shows it (without the statement's liveness flag). */
+export function withoutLive(run: RunView): Run {
+  const { live: _live, ...rest } = run;
+  return rest;
+}
 
 const lease = (seconds: number) => sql`now() + make_interval(secs => ${seconds}::int)`;
 

@@ -6,12 +6,10 @@
 // (TIME_OUT_BUSY_EXPIRED_RUNS). Several sweepers may run at once against one database.
 import type { Db } from "../db/client.js";
 import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent } from "../db/sql.js";
+import { commitChange } from "./commit.js";
 import type { EventSink } from "./deps.js";
-import { CLEAR_LOCKS, commitChange } from "./deps.js";
+import { CLEAR_LOCKS, attemptsAfterDeath, reopenOrEscalate } from "./fragments.js";
 import type { LockEvent } from "./types.js";
-
-/** A holder that dies while CLAIMED has used an attempt: the count its issue ends with when freed. */
-const ATTEMPTS_AFTER_DEATH = "i.attempt_count + (i.status = 'CLAIMED')::int";
 
 /** Sweepers take turns per batch on this key, so their multi-company event appends never deadlock. */
 const SWEEP_LOCK_KEY = 0x6261746f; // "bato"
@@ -98,8 +96,8 @@ const recoverDeadLocks = (batch: number) => sql`
   ),
   changed AS (
     UPDATE issues i
-       SET attempt_count = ${raw(ATTEMPTS_AFTER_DEATH)},
-           status = (CASE WHEN ${raw(ATTEMPTS_AFTER_DEATH)} >= i.max_attempts THEN 'ESCALATED' ELSE 'OPEN' END)::issue_status,
+       SET attempt_count = ${raw(attemptsAfterDeath("i"))},
+           status = ${raw(reopenOrEscalate("i", { attempts: attemptsAfterDeath("i") }))},
            ${raw(CLEAR_LOCKS)}, ${raw(stampEvent("i"))}, updated_at = now()
       FROM locked l WHERE i.id = l.id
     RETURNING i.*,
@@ -185,8 +183,8 @@ const preview = (limit: number) => sql`
     SELECT i.id AS "issueId", i.company_id AS "companyId", i.status::text AS status, i.checkout_run_id AS "runId",
            h.agent_id AS "agentId", coalesce(h.status::text, 'MISSING') AS "runStatus",
            floor(extract(epoch FROM now() - CASE WHEN h.status = 'RUNNING' THEN h.lease_expires_at ELSE h.finished_at END))::int AS "deadFor",
-           ${raw(ATTEMPTS_AFTER_DEATH)} AS "attemptCount", i.max_attempts AS "maxAttempts",
-           CASE WHEN ${raw(ATTEMPTS_AFTER_DEATH)} >= i.max_attempts THEN 'ESCALATED' ELSE 'OPEN' END AS becomes
+           ${raw(attemptsAfterDeath("i"))} AS "attemptCount", i.max_attempts AS "maxAttempts",
+           ${raw(reopenOrEscalate("i", { attempts: attemptsAfterDeath("i") }))}::text AS becomes
       FROM issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
      WHERE i.checkout_run_id IS NOT NULL AND NOT baton_run_is_live(h.status, h.lease_expires_at)
      ORDER BY i.id LIMIT ${limit}::int

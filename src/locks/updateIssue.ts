@@ -1,8 +1,9 @@
 // updateIssue: the board edits an issue and moves it through the part of the
 // life cycle that belongs to the board (docs/lifecycle.md).
 import { appendEvents, issueJson, named, raw, sql } from "../db/sql.js";
+import { commitChange } from "./commit.js";
 import type { LockDeps } from "./deps.js";
-import { boardLockedIssueCte, commitChange } from "./deps.js";
+import { boardLockedIssueCte, reopenOrEscalate } from "./fragments.js";
 import type { Issue, IssuePriority, IssueStatus, LockEvent, UpdateIssueResult } from "./types.js";
 import { ISSUE_STATUSES, InvalidInputError, issueNotFound } from "./types.js";
 import { validateMaxAttempts, validateTitle, validateDescription } from "./validate.js";
@@ -67,8 +68,8 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
       -- it). From ESCALATED itself that would change nothing: the board is
       -- told so instead (EXHAUSTED below).
       SELECT a.id, a.requested, a.max_attempts,
-             CASE WHEN a.requested = 'OPEN' AND c.status <> 'OPEN' AND c.attempt_count >= a.max_attempts
-                  THEN 'ESCALATED'::issue_status ELSE a.requested END AS status
+             CASE WHEN a.requested = 'OPEN' AND c.status <> 'OPEN'
+                  THEN ${raw(reopenOrEscalate("c", { maxAttempts: "a.max_attempts" }))} ELSE a.requested END AS status
         FROM asked a JOIN cur c ON c.id = a.id
     ),
     verdict AS (

@@ -105,7 +105,8 @@ it("publishes from one place: every verb commits its change through commitChange
   const { readdirSync, readFileSync } = await import("node:fs");
   const dir = new URL("../../src/locks/", import.meta.url);
   const offenders: string[] = [];
-  for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts") && f !== "deps.ts")) {
+  // commit.ts is the one place that publishes (it defines the three)
+  for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts") && f !== "commit.ts")) {
     const text = readFileSync(new URL(file, dir), "utf8");
     if (/\.publish\(/.test(text)) offenders.push(`${file} publishes by hand`);
     if (/appendEvents\(/.test(text) && !/commitChange|commitTransaction|answerEach|ForEach\(/.test(text)) offenders.push(`${file} appends events but commits them another way`);

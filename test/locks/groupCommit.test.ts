@@ -2,8 +2,8 @@
 // in the next one, and each gets what running them one after another in
 // arrival order would have given it.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { claimNextForEach } from "../../src/locks/claimNext.js";
-import type { ClaimRequest } from "../../src/locks/claimNext.js";
+import { claimNextForEach } from "../../src/locks/claimNextForEach.js";
+import type { ClaimRequest } from "../../src/locks/requests.js";
 import type { LockGroups } from "../../src/locks/deps.js";
 import { createLockGroups } from "../../src/locks/groups.js";
 import { GroupCommit } from "../../src/locks/groupCommit.js";

@@ -1,6 +1,6 @@
 // Success payloads and the result unions of the mutations.
 import type * as T from "../../locks/types.js";
-import type { HeartbeatTick } from "../../locks/runHeartbeat.js";
+import type { SchedulerTick } from "../../locks/schedulerTick.js";
 import type { IssuesClaimed } from "../../locks/claimIssues.js";
 import type { IssuesReleased } from "../../locks/releaseIssues.js";
 import type { Agent, Company } from "../../auth/accounts.js";
@@ -94,7 +94,7 @@ export const CreateAgentPayloadRef = builder.objectRef<{ agent: Agent; apiKey: s
   }),
 });
 
-export const HeartbeatTickRef = builder.objectRef<HeartbeatTick>("HeartbeatTick").implement({
+export const HeartbeatTickRef = builder.objectRef<SchedulerTick>("HeartbeatTick").implement({
   fields: (t) => ({
     runs: t.field({ type: [HeartbeatRunRef], resolve: (tick) => tick.runs }),
     claims: t.field({ type: [IssueClaimedRef], resolve: (tick) => tick.claims }),

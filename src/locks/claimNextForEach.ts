@@ -1,29 +1,22 @@
-// claimIssue without an issue id, for one request or a group of them
-// (CLAIM_NEXT_FOR_EACH). The API groups the claims of a company that arrive
-// while its previous claim statement runs (groupCommit.ts); each request gets
-// what claiming one after another in arrival order would have given it.
+// CLAIM_NEXT_FOR_EACH: claimIssue without an issue id (claimIssue.ts), for one
+// request or a group of them. The API groups the claims of a company that
+// arrive while its previous claim statement runs (groupCommit.ts); each
+// request gets what claiming one after another in arrival order would have
+// given it. Its requests and answers are in requests.ts.
 import { appendEvents, issueJsonOrNull, named, runViewJson, sql, raw, stampEvent } from "../db/sql.js";
+import { answerEach } from "./commit.js";
 import type { StatementDeps } from "./deps.js";
-import { answerEach, requestedRunsCte } from "./deps.js";
-import type { AgentActor, Issue, RunView } from "./types.js";
-
-export interface ClaimRequest {
-  actor: AgentActor;
-  runId: string;
-  includeUnassigned: boolean;
-}
-
-export interface ClaimAnswer {
-  run: RunView | null;
-  issue: Issue | null;
-}
+import { assignedOrPooled, claimableBy, requestedRunsCte } from "./fragments.js";
+import type { ClaimAnswer, ClaimRequest } from "./requests.js";
+import type { Issue } from "./types.js";
 
 /**
  * CLAIM_NEXT_FOR_EACH. Invariant: at most one run holds an issue's checkout,
  * and each request receives what it would have received had the requests
  * claimed one after another in arrival order: the first issue, in claim order,
- * that is claimable by its agent (assigned to it, or unassigned with
- * includeUnassigned) and not given to an earlier request of the group.
+ * that is claimable by its agent (claimableBy: OPEN with an attempt left,
+ * assigned to it, or unassigned with includeUnassigned) and not given to an
+ * earlier request of the group.
  *  - `run` reads every named run FOR SHARE, in id order (as claimIssue does:
  *    finishRun and the sweep update the run row first, so a run being ended
  *    cannot take a lock); only requests whose run is live and their own may claim.
@@ -39,10 +32,10 @@ export interface ClaimAnswer {
  *    waiting. Lists may share rows (this statement's own locks do not skip);
  *    `step` hands each row out once.
  *  - `step` walks the requests in arrival order, giving each its best
- *    remaining candidate.
+ *    remaining candidate (assignedOrPooled: one its own claim may take).
  * One CLAIMED event per claimed issue, all in this one statement.
  */
-export function claimForEachStatement(companyId: string, group: ClaimRequest[]) {
+export function claimNextForEachStatement(companyId: string, group: ClaimRequest[]) {
   return sql`
     WITH RECURSIVE req AS (
       SELECT q.run_id, q.agent_id, q.pool, q.n::int AS n
@@ -61,8 +54,7 @@ export function claimForEachStatement(companyId: string, group: ClaimRequest[]) 
         CROSS JOIN LATERAL (
           SELECT i.id, i.assignee_agent_id, i.priority, i.created_at FROM issues i
            WHERE i.company_id = ${companyId}::uuid
-             AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
-             AND (i.assignee_agent_id = g.agent_id OR (g.pool AND i.assignee_agent_id IS NULL))
+             AND ${claimableBy("i", raw("g.agent_id"), raw("g.pool"))}
            ORDER BY i.priority, i.created_at, i.id
            LIMIT g.want
              FOR UPDATE SKIP LOCKED
@@ -75,7 +67,7 @@ export function claimForEachStatement(companyId: string, group: ClaimRequest[]) 
         FROM step s
         LEFT JOIN LATERAL (
           SELECT c.id FROM cand c JOIN asker a ON a.n = s.n + 1
-           WHERE (c.assignee_agent_id = a.agent_id OR (a.pool AND c.assignee_agent_id IS NULL))
+           WHERE ${assignedOrPooled("c", raw("a.agent_id"), raw("a.pool"))}
              AND c.id <> ALL(s.taken)
            ORDER BY c.priority, c.created_at, c.id
            LIMIT 1
@@ -99,5 +91,5 @@ export function claimForEachStatement(companyId: string, group: ClaimRequest[]) 
 
 /** Runs CLAIM_NEXT_FOR_EACH for a group of one company's claims; answers in request order. */
 export async function claimNextForEach(deps: StatementDeps, companyId: string, group: ClaimRequest[]): Promise<ClaimAnswer[]> {
-  return answerEach<{ issue: Issue | null }>(deps, named("CLAIM_NEXT_FOR_EACH", claimForEachStatement(companyId, group)));
+  return answerEach<{ issue: Issue | null }>(deps, named("CLAIM_NEXT_FOR_EACH", claimNextForEachStatement(companyId, group)));
 }

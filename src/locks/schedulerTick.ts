@@ -1,28 +1,31 @@
-// runHeartbeat: the board's scheduler tick. For each agent with claimable work
-// assigned to it: start a run, claim its next issue with the very same
-// statement an agent would use, and finish the run SUCCEEDED if it got
-// nothing (another tick, or the agent itself, may have been faster).
-import { queryAll, sql } from "../db/sql.js";
+// The board's scheduler tick (the runHeartbeat mutation; its answer is the
+// GraphQL type HeartbeatTick). Not a run's heartbeat (heartbeatRun in runs.ts
+// renews one run's lease). For each agent with claimable work assigned to it:
+// start a run, claim its next issue with the very same statement an agent
+// would use, and finish the run SUCCEEDED if it got nothing (another tick, or
+// the agent itself, may have been faster).
+import { queryAll, raw, sql } from "../db/sql.js";
 import { claimIssue } from "./claimIssue.js";
 import type { LockDeps } from "./deps.js";
+import { claimableBy } from "./fragments.js";
 import { finishRun, startRun } from "./runs.js";
 import type { IssueClaimed, Run } from "./types.js";
 
-export interface HeartbeatTick {
+/** What one tick did: the runs it started, and the claims they made. */
+export interface SchedulerTick {
   runs: Run[];
   claims: IssueClaimed[];
 }
 
-/** AGENTS_WITH_CLAIMABLE_WORK: served by issues_claimable_idx (one probe per agent). */
+/** AGENTS_WITH_CLAIMABLE_WORK: served by issues_claimable_idx (one probe per agent); its own work only, not the pool. */
 const agentsWithWork = (companyId: string) => sql`
   SELECT a.id AS "agentId", a.name_key AS "agentNameKey" FROM agents a
    WHERE a.company_id = ${companyId}::uuid
      AND EXISTS (SELECT 1 FROM issues i
-                  WHERE i.company_id = a.company_id AND i.assignee_agent_id = a.id
-                    AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts)
+                  WHERE i.company_id = a.company_id AND ${claimableBy("i", raw("a.id"), false)})
    ORDER BY a.created_at, a.id`;
 
-export async function runHeartbeat(deps: LockDeps, companyId: string): Promise<HeartbeatTick> {
+export async function tickScheduler(deps: LockDeps, companyId: string): Promise<SchedulerTick> {
   const agents = await queryAll<{ agentId: string; agentNameKey: string }>(deps.db, agentsWithWork(companyId));
   const started: Run[] = [];
   const results = await Promise.allSettled(

@@ -1,0 +1,98 @@
+// CLAIM_NEXT_SKIP_LOCKED: the checkout of the caller's next `limit` claimable
+// issues in one statement, optionally with their execution locks too.
+// claimIssues runs it (claimIssues.ts); claimIssue without an issue id uses
+// CLAIM_NEXT_FOR_EACH instead (claimNextForEach.ts), which answers a group of
+// callers.
+import { appendEvents, issueJson, named, runViewJson, sql, raw, stampEvent } from "../db/sql.js";
+import { commitChange } from "./commit.js";
+import type { StatementDeps } from "./deps.js";
+import { claimableBy, runCte } from "./fragments.js";
+import type { AgentActor, Issue, LockEvent, RunView } from "./types.js";
+
+export interface ClaimNextAnswer {
+  run: RunView | null;
+  issues: Issue[];
+  events: LockEvent[];
+}
+
+/**
+ * CLAIM_NEXT_SKIP_LOCKED. Invariant: at most one run holds an issue's checkout.
+ * Concurrent claimers lock different rows (SKIP LOCKED): they never wait on
+ * each other and never receive the same issue; a row another claimer changed
+ * after this statement's snapshot is re-checked against the WHERE (claimableBy:
+ * status 'OPEN', attempts left) on its newest version before it can be taken.
+ * The run is read FOR SHARE, so finishRun (which updates the run row, then
+ * releases its issues in a later statement) cannot miss an issue claimed here,
+ * and a run that has just been finished or timed out cannot take a lock.
+ * The index issues_claimable_idx (or issues_pool_idx with the unassigned pool)
+ * serves the ORDER BY directly, so the first unlocked entries are the answer.
+ * One ledger row per claimed issue (two with acquireExecution: CLAIMED, then
+ * EXECUTION_ACQUIRED), all in this one statement.
+ */
+export function claimNextSkipLockedStatement(runId: string, actor: AgentActor, includeUnassigned: boolean, limit = 1, acquire = false) {
+  return sql`
+    WITH ${runCte(runId, actor, true)},
+    next AS (
+      SELECT i.id FROM issues i
+       WHERE i.company_id = ${actor.companyId}::uuid
+         AND ${claimableBy("i", sql`${actor.agentId}::uuid`, includeUnassigned)}
+         AND EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
+       ORDER BY i.priority, i.created_at, i.id
+       LIMIT ${limit}::int
+         FOR UPDATE SKIP LOCKED
+    ),
+    ${acquire ? claimAndStart(runId, actor) : claimOnly(runId, actor)},
+    ${appendEvents("changes")}
+    SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
+           (SELECT coalesce(json_agg(${issueJson("c")} ORDER BY c.priority, c.created_at, c.id), '[]'::json) FROM changed c) AS issues,
+           (SELECT list FROM events) AS events`;
+}
+
+/** The checkout only: CLAIMED. */
+const claimOnly = (runId: string, actor: AgentActor) => sql`
+    changed AS (
+      UPDATE issues i
+         SET status = 'CLAIMED', checkout_run_id = ${runId}::uuid, claimed_at = now(),
+             lock_epoch = i.lock_epoch + 1, ${raw(stampEvent("i"))}, updated_at = now()
+        FROM next WHERE i.id = next.id
+      RETURNING i.*, 'CLAIMED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${actor.agentId}::uuid AS ev_agent_id, NULL::text AS ev_reason
+    ),
+    changes AS (SELECT * FROM changed)`;
+
+/**
+ * The checkout and the execution lock at once (acquireExecution: true):
+ * IN_PROGRESS, attempt counted, exactly as a claim followed by
+ * acquireExecution, and recorded as those two events (CLAIMED, then
+ * EXECUTION_ACQUIRED), so the ledger reads the same either way.
+ */
+const claimAndStart = (runId: string, actor: AgentActor) => sql`
+    changed AS (
+      UPDATE issues i
+         SET status = 'IN_PROGRESS', checkout_run_id = ${runId}::uuid, claimed_at = now(),
+             execution_run_id = ${runId}::uuid, execution_agent_name_key = ${actor.agentNameKey},
+             execution_locked_at = now(), attempt_count = i.attempt_count + 1,
+             lock_epoch = i.lock_epoch + 1, ${raw(stampEvent("i"))}, updated_at = now()
+        FROM next WHERE i.id = next.id
+      RETURNING i.*
+    ),
+    changes AS (
+      SELECT c.id, c.company_id, 'CLAIMED'::issue_status AS status, c.checkout_run_id, NULL::uuid AS execution_run_id, c.last_event_xid,
+             'CLAIMED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${actor.agentId}::uuid AS ev_agent_id, NULL::text AS ev_reason
+        FROM changed c
+      UNION ALL
+      SELECT c.id, c.company_id, c.status, c.checkout_run_id, c.execution_run_id, c.last_event_xid,
+             'EXECUTION_ACQUIRED', ${runId}::uuid, ${actor.agentId}::uuid, NULL::text
+        FROM changed c
+    )`;
+
+/** Runs CLAIM_NEXT_SKIP_LOCKED and publishes what it committed. */
+export function claimNextSkipLocked(
+  deps: StatementDeps,
+  actor: AgentActor,
+  input: { runId: string; includeUnassigned: boolean; limit: number; acquireExecution: boolean },
+): Promise<ClaimNextAnswer> {
+  return commitChange<ClaimNextAnswer>(
+    deps,
+    named("CLAIM_NEXT_SKIP_LOCKED", claimNextSkipLockedStatement(input.runId, actor, input.includeUnassigned, input.limit, input.acquireExecution)),
+  );
+}

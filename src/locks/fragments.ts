@@ -1,0 +1,125 @@
+// The SQL the lock statements share: each rule that more than one statement
+// applies is written here once, under one name (docs/invariants.md names
+// them). The `run` and `cur` CTEs, the claimable predicate, the two locks
+// cleared together, where an issue goes when its hold ends, and the attempt a
+// dead CLAIMED holder used.
+import { raw, sql } from "../db/sql.js";
+import type { Sql } from "../db/sql.js";
+import type { AgentActor } from "./types.js";
+
+/** A run row with its liveness on the database clock (the one definition of "dead": baton_run_is_live). */
+export const RUN_CTE_COLUMNS = `r.*, baton_run_is_live(r.status, r.lease_expires_at) AS live`;
+
+/**
+ * The `run` CTE of the agent mutations: the named run, if it is in the
+ * caller's company, with its liveness. Statements that can take a new lock
+ * read it FOR SHARE, so that finishRun and the recovery sweep (which update
+ * the run row first) either wait for them or make them see a dead run.
+ */
+export const runCte = (runId: string, actor: AgentActor, forShare: boolean) => sql`
+    run AS (
+      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
+       WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid
+       ${raw(forShare ? "FOR SHARE" : "")}
+    )`;
+
+/**
+ * The `cur` CTE: the named issues of the caller's company, locked FOR UPDATE
+ * (in id order, so that statements locking several never deadlock) and read
+ * at their newest version, so a verdict made on them cannot go stale before
+ * the change. Nothing is locked unless the run may act.
+ */
+export const lockedIssuesCte = (actor: AgentActor, issueIds: readonly string[]) => sql`
+    cur AS (
+      SELECT i.* FROM issues i
+       WHERE i.id = ANY(${[...issueIds]}::uuid[]) AND i.company_id = ${actor.companyId}::uuid
+         AND EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
+       ORDER BY i.id
+         FOR UPDATE
+    )`;
+
+/**
+ * The `cur` CTE of the board's statements: one issue of the board's company,
+ * locked FOR UPDATE and read at its newest version.
+ */
+export const boardLockedIssueCte = (companyId: string, issueId: string) => sql`
+    cur AS (
+      SELECT i.* FROM issues i
+       WHERE i.id = ${issueId}::uuid AND i.company_id = ${companyId}::uuid
+         FOR UPDATE
+    )`;
+
+/**
+ * The `run` CTE of the grouped statements: the runs a `req` CTE names, in the
+ * company, with their liveness; FOR SHARE in id order when the statement can
+ * take a new lock (see runCte).
+ */
+export const requestedRunsCte = (companyId: string, forShare: boolean) => sql`
+    run AS (
+      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r
+       WHERE r.id IN (SELECT run_id FROM req) AND r.company_id = ${companyId}::uuid
+       ${raw(forShare ? "ORDER BY r.id FOR SHARE" : "")}
+    )`;
+
+/**
+ * The `cur` CTE of the grouped statements: the issues a `req` CTE names whose
+ * request comes from a live run of its own agent, locked FOR UPDATE in id
+ * order and read at their newest version.
+ */
+export const requestedIssuesCte = (companyId: string) => sql`
+    cur AS (
+      SELECT i.* FROM issues i
+       WHERE i.id IN (SELECT q.issue_id FROM req q JOIN run r ON r.id = q.run_id AND r.agent_id = q.agent_id AND r.live)
+         AND i.company_id = ${companyId}::uuid
+       ORDER BY i.id
+         FOR UPDATE
+    )`;
+
+/**
+ * Whose claim may take issue `alias`: the one it is assigned to (`agent`), or,
+ * when it is unassigned, a claim that includes the unassigned pool (`pool`).
+ * `pool` is a SQL boolean (a column of the request) or, when the statement
+ * knows it, a constant: then the text names only the rows it means, so the
+ * planner can use issues_claimable_idx (false) or issues_pool_idx (true).
+ */
+export const assignedOrPooled = (alias: string, agent: Sql, pool: boolean | Sql): Sql =>
+  pool === false
+    ? sql`${raw(alias)}.assignee_agent_id = ${agent}`
+    : pool === true
+      ? sql`(${raw(alias)}.assignee_agent_id = ${agent} OR ${raw(alias)}.assignee_agent_id IS NULL)`
+      : sql`(${raw(alias)}.assignee_agent_id = ${agent} OR (${pool} AND ${raw(alias)}.assignee_agent_id IS NULL))`;
+
+/**
+ * The claimable predicate of the claims without an issue id: issue `alias` is
+ * OPEN (so it holds no lock), has an attempt left (an exhausted issue is never
+ * claimed: docs/invariants.md, 9), and is assignedOrPooled for the claimer.
+ * The partial indexes issues_claimable_idx and issues_pool_idx have the same
+ * WHERE. (A claim by issue id decides with CLAIMABLE_STATUSES and its own
+ * verdicts instead: checkoutIfExpected.ts.)
+ */
+export const claimableBy = (alias: string, agent: Sql, pool: boolean | Sql): Sql =>
+  sql`${raw(`${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts`)} AND ${assignedOrPooled(alias, agent, pool)}`;
+
+/** Both locks and their details, cleared together (the issues_lock_pair CHECK insists). */
+export const CLEAR_LOCKS = `checkout_run_id = NULL, execution_run_id = NULL, execution_agent_name_key = NULL, execution_locked_at = NULL`;
+
+/**
+ * A holder that died while CLAIMED has used an attempt (it never reached
+ * IN_PROGRESS, where acquireExecution counts one): the attempt count issue
+ * `alias` has once such a holder's lock is taken from it, by adoption
+ * (CHECKOUT_IF_EXPECTED) or recovery (RECOVER_LOCKS_OF_DEAD_RUNS).
+ */
+export const attemptsAfterDeath = (alias: string) => `${alias}.attempt_count + (${alias}.status = 'CLAIMED')::int`;
+
+/**
+ * Where an issue goes when its hold ends without DONE/BLOCKED, or when the
+ * board reopens it: back to OPEN, or ESCALATED when it has no attempt left
+ * (docs/lifecycle.md, Attempts: an exhausted issue never returns to OPEN).
+ * The attempts are issue `alias`'s own columns unless given: the count after
+ * a dead holder's attempt (attemptsAfterDeath), or the maxAttempts the board
+ * sets in the same update.
+ */
+export const reopenOrEscalate = (
+  alias: string,
+  { attempts = `${alias}.attempt_count`, maxAttempts = `${alias}.max_attempts` }: { attempts?: string; maxAttempts?: string } = {},
+) => `(CASE WHEN ${attempts} >= ${maxAttempts} THEN 'ESCALATED' ELSE 'OPEN' END)::issue_status`;
