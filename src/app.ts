@@ -1,16 +1,11 @@
-// buildApp(deps) → { start, stop }: the HTTP server (GraphQL over HTTP and
-// SSE via yoga, GraphiQL), graphql-ws on the same path, and health endpoints.
-// Knows nothing of the environment: src/bin/server.ts reads that.
-//
-// Every request to /graphql is authenticated from its headers before its body
-// is read, so that a caller without a valid key gets the small limits
-// (src/limits.ts) before it can cost memory or CPU.
-import { createServer } from "node:http";
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+// buildApp(deps) → App: the wiring. Builds the services every resolver
+// shares, yoga (GraphQL over HTTP and SSE, GraphiQL, the plugins that hold
+// the limits, error masking), and hands them to the HTTP routes
+// (src/http/routes.ts) and server (src/http/server.ts), which also carries
+// graphql-ws (src/http/websocket.ts). Knows nothing of the environment:
+// src/bin/server.ts reads that.
 import { createYoga } from "graphql-yoga";
-import { PrincipalResolver, principalKey } from "./auth/principal.js";
-import type { Principal } from "./auth/principal.js";
+import { PrincipalResolver } from "./auth/principal.js";
 import type { Db } from "./db/client.js";
 import type { EventBus } from "./events/bus.js";
 import { LedgerReader } from "./events/ledger.js";
@@ -25,18 +20,18 @@ import { IssueLoader } from "./graphql/issueLoader.js";
 import { shapeLimits } from "./graphql/limits.js";
 import { schema } from "./graphql/schema.js";
 import { Admission } from "./http/admission.js";
-import { answerExpectContinue, bodyLimit, bodyLimitOf, discardRest } from "./http/body.js";
-import { corsOption, setSecurityHeaders } from "./http/headers.js";
-import { serveWebSockets } from "./http/websocket.js";
-import { DEFAULT_LIMITS, LimitExceededError } from "./limits.js";
+import { bodyLimit } from "./http/body.js";
+import { corsOption } from "./http/headers.js";
+import { routes } from "./http/routes.js";
+import { httpServer } from "./http/server.js";
+import { DEFAULT_LIMITS } from "./limits.js";
 import type { Limits } from "./limits.js";
 import { createLockGroups } from "./locks/groups.js";
 import type { LockDeps } from "./locks/deps.js";
 import type { Logger } from "./log.js";
-import { boardAssets, isBoardPath } from "./http/board.js";
-import { unavailability } from "./db/sql.js";
 import { Metrics } from "./metrics.js";
-import { errorFields } from "./log.js";
+
+export type { AppServices };
 
 export interface AppDeps {
   db: Db;
@@ -69,12 +64,6 @@ function withGroupCommit(locks: LockDeps): LockDeps {
   return { ...locks, groups: createLockGroups(locks) };
 }
 
-/** Answers a request that GraphQL never sees, with a GraphQL-shaped error. */
-function refuse(res: ServerResponse, status: number, message: string, extensions: Record<string, unknown>, headers: Record<string, string> = {}) {
-  res.writeHead(status, { "content-type": "application/json; charset=utf-8", ...headers });
-  return new Promise<void>((resolve) => res.end(JSON.stringify({ errors: [{ message, extensions }] }), () => resolve()));
-}
-
 /** What GraphiQL shows first: how to sign in. */
 const GRAPHIQL_WELCOME = `# Baton's GraphiQL
 #
@@ -87,8 +76,6 @@ const GRAPHIQL_WELCOME = `# Baton's GraphiQL
   me { role companyId agentId }
 }
 `;
-
-const wantsEventStream = (req: IncomingMessage) => (req.headers.accept ?? "").includes("text/event-stream");
 
 export function buildApp(deps: AppDeps): App {
   const limits = deps.limits ?? DEFAULT_LIMITS;
@@ -116,7 +103,6 @@ export function buildApp(deps: AppDeps): App {
   };
   const onRefused = (limit: string) => metrics.limitRefusals.inc({ limit });
   let graphiqlPage: Promise<string> | null = null;
-  const serveBoard = boardAssets();
   const yoga = createYoga<TransportContext>({
     schema,
     graphqlEndpoint: "/graphql",
@@ -125,6 +111,7 @@ export function buildApp(deps: AppDeps): App {
     // loaded on the first visit and kept.
     renderGraphiQL: (options) => (graphiqlPage ??= import("@graphql-yoga/render-graphiql").then((m) => m.renderGraphiQL(options))),
     landingPage: false,
+    // What a client sees of an error, over HTTP, SSE and WebSocket alike: src/graphql/errors.ts.
     maskedErrors: { maskError: maskError(deps.log, metrics) },
     logging: false,
     cors: corsOption(deps.corsOrigins ?? []),
@@ -137,103 +124,19 @@ export function buildApp(deps: AppDeps): App {
     context: (initial) => createContext(services, initial.principal ?? null),
   });
 
-  async function ready(): Promise<{ ok: boolean; checks: Record<string, string> }> {
-    const checks: Record<string, string> = {};
-    try {
-      await deps.db.$queryRaw`SELECT 1`;
-      checks.database = "up";
-    } catch {
-      checks.database = "down";
-    }
-    checks.pubsub = deps.bus.healthy() ? "up" : "down";
-    return { ok: Object.values(checks).every((v) => v === "up"), checks };
-  }
-
-  /** /graphql: authenticate from the headers first, so that the body is read within the caller's limit (bodyLimit). */
-  async function graphql(req: IncomingMessage, res: ServerResponse) {
-    const address = req.socket.remoteAddress ?? "unknown";
-    let principal: Principal | null;
-    try {
-      principal = await resolver.resolve(req.headers.authorization, address);
-      if (wantsEventStream(req)) res.once("close", admission.openConnection(principalKey(principal, address)));
-    } catch (err) {
-      if (!(err instanceof LimitExceededError)) throw err;
-      onRefused(err.limit);
-      discardRest(req);
-      const retry = err.retryAfterSeconds;
-      return refuse(res, 429, err.message, err.extensions, retry === undefined ? {} : { "retry-after": String(retry) });
-    }
-    answerExpectContinue(req, res, limits[bodyLimitOf(principal)]);
-    // Whatever of the body was left unread when the answer went (a 413) is thrown away, within bounds.
-    res.once("finish", () => discardRest(req));
-    return yoga(req, res, { principal } satisfies TransportContext);
-  }
-
-  async function handle(req: IncomingMessage, res: ServerResponse) {
-    setSecurityHeaders(req, res);
-    const path = (req.url ?? "/").split("?")[0] ?? "/";
-    if (path === "/healthz") {
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ status: "ok" }));
-      return;
-    }
-    if (path === "/readyz") {
-      const { ok, checks } = await ready();
-      res.writeHead(ok ? 200 : 503, { "content-type": "application/json" }).end(JSON.stringify({ status: ok ? "ready" : "unavailable", ...checks }));
-      return;
-    }
-    if (isBoardPath(path)) return serveBoard(req, res, path);
-    if (path === "/metrics") {
-      res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
-      return;
-    }
-    if (path === yoga.graphqlEndpoint || path === `${yoga.graphqlEndpoint}/`) {
-      const timer = metrics.requestSeconds.startTimer({ path });
-      res.once("finish", () => timer({ status: String(res.statusCode) }));
-      return graphql(req, res);
-    }
-    return yoga(req, res, { principal: null } satisfies TransportContext);
-  }
-
-  let server: Server | null = null;
-  let sockets: { close(): Promise<void> } | null = null;
+  const server = httpServer({
+    handle: routes({ yoga, resolver, admission, limits, metrics, db: deps.db, bus: deps.bus, onRefused }),
+    websockets: { yoga, resolver, admission, limits, log: deps.log, onRefused },
+    log: deps.log,
+  });
 
   return {
     services,
     fetch: async (request) => yoga.fetch(request, { principal: await resolver.resolve(request.headers.get("authorization"), "local") }),
-    async start(port, host = "127.0.0.1") {
-      server = createServer((req, res) => {
-        handle(req, res).catch((err: unknown) => {
-          // The database away (while a key was looked up, say) is the client's to retry; anything else is ours.
-          const away = unavailability(err);
-          if (away) deps.log("warn", "request failed: database unavailable", { kind: away });
-          else deps.log("error", "request failed", errorFields(err));
-          if (!res.headersSent) void refuse(res, 503, "the request could not be served; try again", { code: away ? "UNAVAILABLE" : "INTERNAL_SERVER_ERROR", ...(away ? { outcome: "NOT_APPLIED" } : {}) });
-          else res.destroy();
-        });
-      });
-      // Requests that expect 100 Continue are handled like any other: graphql() sends the 100 if the body may come.
-      server.on("checkContinue", (req, res) => server!.emit("request", req, res));
-      server.keepAliveTimeout = 65_000;
-      // A client must send its headers within 10 s and its whole request within 30 s (responses, SSE included, are not limited).
-      server.headersTimeout = 10_000;
-      server.requestTimeout = 30_000;
-      sockets = serveWebSockets(server, { yoga, resolver, admission, limits, log: deps.log, onRefused });
-      await new Promise<void>((resolve, reject) => {
-        server!.once("error", reject);
-        server!.listen(port, host, () => resolve());
-      });
-      const bound = (server.address() as AddressInfo).port;
-      return { url: `http://${host}:${bound}/graphql`, port: bound };
-    },
+    start: (port, host = "127.0.0.1") => server.start(port, host),
     async stop() {
       services.watcher.stop();
-      await sockets?.close();
-      await new Promise<void>((resolve) => {
-        if (!server) return resolve();
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
-      server = null;
+      await server.stop();
     },
   };
 }

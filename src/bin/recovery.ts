@@ -1,7 +1,8 @@
 // The recovery loop: `npm run recovery` (its own process; run as many as you
 // like). Every BATON_RECOVERY_INTERVAL_MS it sweeps: expired runs → TIMED_OUT,
 // locks of dead runs freed, exhausted issues escalated (src/locks/sweep.ts).
-// Options: see USAGE. SIGINT/SIGTERM: finish the statement in flight, then exit.
+// Options: see USAGE. SIGINT/SIGTERM: finish the statement in flight, then exit;
+// a second signal exits at once (src/bin/shutdown.ts).
 import { createServer } from "node:http";
 import type { Server } from "node:http";
 import { parseArgs } from "node:util";
@@ -13,7 +14,7 @@ import type { SweepPreview } from "../locks/sweep.js";
 import { errorFields, log } from "../log.js";
 import { Metrics } from "../metrics.js";
 import { openDatabase } from "./database.js";
-import { signalSeries, startupFailure } from "./shutdown.js";
+import { onStopSignals, startupFailure } from "./shutdown.js";
 
 const USAGE = `Usage: npm run recovery -- [options]
 
@@ -110,17 +111,12 @@ async function main() {
   const db = connectDb(database.url, 2, "baton-recovery");
   let stopping = false;
   let wake: (() => void) | null = null;
-  const series = signalSeries();
-  const stop = (signal: NodeJS.Signals) => {
-    const which = series(signal);
-    if (which === "repeat") return;
-    if (which === "force") process.exit(1);
+  // A second signal exits 1 at once, without a word (no stack either).
+  onStopSignals((signal) => {
     stopping = true;
     log("info", "recovery stopping after the current statement", { signal });
     wake?.();
-  };
-  process.on("SIGINT", stop);
-  process.on("SIGTERM", stop);
+  });
   const totals = { sweeps: 0, timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0, failures: 0 };
   let exitCode = 0;
   if (dryRun) {

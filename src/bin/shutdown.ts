@@ -1,4 +1,5 @@
-// First SIGINT/SIGTERM drains and exits; a second forces the exit.
+// First SIGINT/SIGTERM drains and exits; a second forces the exit. Shared by
+// the server (onShutdown) and the recovery loop (onStopSignals).
 //
 // One Ctrl-C in a terminal can arrive twice: the terminal sends SIGINT to the
 // whole foreground process group, and `npm start` forwards the one it got to
@@ -23,26 +24,40 @@ export function signalSeries(): (signal: NodeJS.Signals) => "first" | "repeat" |
   };
 }
 
-export function onShutdown(log: Logger, stop: () => Promise<void>): void {
+/**
+ * Calls `first` on the first SIGINT/SIGTERM, ignores the same signal
+ * delivered again, and exits 1 on a second (after `force`, to say so).
+ */
+export function onStopSignals(first: (signal: NodeJS.Signals) => void, force?: (signal: NodeJS.Signals) => void): void {
   const series = signalSeries();
   const handler = (signal: NodeJS.Signals) => {
     const which = series(signal);
     if (which === "repeat") return;
     if (which === "force") {
-      log("warn", "second signal: exiting now", { signal });
+      force?.(signal);
       process.exit(1);
     }
-    log("info", "stopping", { signal });
-    stop().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        log("error", "error while stopping", errorFields(err));
-        process.exit(1);
-      },
-    );
+    first(signal);
   };
   process.on("SIGINT", handler);
   process.on("SIGTERM", handler);
+}
+
+/** The first signal runs `stop`, then exits 0 (1 if it failed); a second exits 1 at once. */
+export function onShutdown(log: Logger, stop: () => Promise<void>): void {
+  onStopSignals(
+    (signal) => {
+      log("info", "stopping", { signal });
+      stop().then(
+        () => process.exit(0),
+        (err: unknown) => {
+          log("error", "error while stopping", errorFields(err));
+          process.exit(1);
+        },
+      );
+    },
+    (signal) => log("warn", "second signal: exiting now", { signal }),
+  );
 }
 
 /**

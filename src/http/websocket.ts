@@ -142,6 +142,12 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
             return [limitError(err)];
           }
         }
+        // No `request`: yoga's plugins take context.request for the Fetch Request of an HTTP
+        // request, and skip their HTTP-only checks when it is absent ("the request might be
+        // missing when using graphql-ws", use-prevent-mutation-via-get.js). The upgrade request
+        // would pass for one, and it is a GET: every mutation over WebSocket would be refused
+        // ("Can only perform a mutation operation from a POST request"). `as never`: the type
+        // (YogaInitialContext) requires the field.
         const enveloped = deps.yoga.getEnveloped({ principal, request: undefined as never, params });
         let document;
         try {
@@ -164,6 +170,14 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
           document,
           variableValues: params.variables,
           contextValue: await enveloped.contextFactory(),
+          // graphql-ws runs every operation with the one execute/subscribe given to useServer
+          // (below), and passes them only these args; rootValue is the field it leaves as set
+          // (it fills it from `roots` only when absent). So this operation's enveloped execute
+          // and subscribe travel here, for those two to call. Run by graphql-ws's defaults
+          // (graphql-js's execute and subscribe), an operation over WebSocket would skip yoga's
+          // execution hooks: errors unmasked (maskedErrors: a resolver's internal message
+          // reaches the client) and no responseSizeLimit (src/graphql/cost.ts). Root resolvers
+          // never read their parent, so nothing else sees this object.
           rootValue: { execute: enveloped.execute, subscribe: enveloped.subscribe },
         };
         let errors: readonly GraphQLError[];
@@ -176,6 +190,7 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
         if (errors.length) return errors.map((e) => (e.extensions.code === undefined ? coded(e, codeOf(e.message)) : e));
         return args;
       },
+      // This operation's enveloped execute and subscribe, carried in rootValue (onSubscribe).
       execute: (args) => (args.rootValue as { execute: (a: ExecutionArgs) => unknown }).execute(args) as never,
       subscribe: (args) => (args.rootValue as { subscribe: (a: ExecutionArgs) => unknown }).subscribe(args) as never,
     },
