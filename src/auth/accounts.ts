@@ -1,22 +1,11 @@
 // Companies and agents, each created with its key (shown once).
 import type { Db } from "../db/client.js";
 import { queryOne, sql } from "../db/sql.js";
-import { InvalidInputError } from "../locks/types.js";
-import { validateText } from "../locks/validate.js";
+import { InvalidInputError } from "../domain/errors.js";
+import { validateText } from "../domain/validate.js";
+import type { Agent, Company } from "../domain/types.js";
 import { generateKey } from "./keys.js";
 
-export interface Company {
-  id: string;
-  name: string;
-  createdAt: Date | string;
-}
-export interface Agent {
-  id: string;
-  companyId: string;
-  name: string;
-  nameKey: string;
-  createdAt: Date | string;
-}
 
 function validName(what: string, name: string): string {
   const trimmed = name.trim();

@@ -8,10 +8,10 @@
 // effort (a notice lost in a Redis outage is not replayed): boards use them to
 // show new issues and edits live, and re-read the issues after a reconnect.
 import { Redis } from "ioredis";
-import type { EventSink } from "../locks/deps.js";
-import type { LockEvent } from "../locks/types.js";
-import { ISSUE_STATUSES, LOCK_EVENT_KINDS } from "../locks/types.js";
-import { isUuid } from "../locks/validate.js";
+import type { EventSink } from "../domain/types.js";
+import type { LockEvent } from "../domain/types.js";
+import { ISSUE_STATUSES, LOCK_EVENT_KINDS } from "../domain/types.js";
+import { isUuid } from "../domain/validate.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 

@@ -10,7 +10,7 @@
 // (stream.ts).
 import type { Queryable } from "../db/client.js";
 import { eventJson, named, queryOne, sql } from "../db/sql.js";
-import type { LockEvent } from "../locks/types.js";
+import type { LockEvent } from "../domain/types.js";
 
 export interface LedgerPage {
   readonly events: readonly LockEvent[];

@@ -15,7 +15,7 @@
 // thousand subscribers of one company cost one read per burst, not a
 // thousand. A consumer that stops reading stops the stream's reads with it:
 // nothing piles up on the server, and it catches up from the ledger later.
-import type { LockEvent } from "../locks/types.js";
+import type { LockEvent } from "../domain/types.js";
 import type { EventBus } from "./bus.js";
 import type { LedgerPage, LedgerReader } from "./ledger.js";
 import type { LedgerWatcher } from "./watcher.js";

@@ -1,7 +1,7 @@
 // The Pothos schema builder. Every field is non-null unless it says otherwise
 // (the contract is written that way).
 import SchemaBuilder from "@pothos/core";
-import type { Timestamp } from "../locks/types.js";
+import type { Timestamp } from "../domain/types.js";
 import type { Context } from "./context.js";
 
 export const builder = new SchemaBuilder<{

@@ -8,8 +8,9 @@ import type { LedgerWatcher } from "../events/watcher.js";
 import type { Admission } from "../http/admission.js";
 import type { IssueLoader } from "./issueLoader.js";
 import type { LockDeps } from "../locks/deps.js";
-import type { AgentActor, Issue } from "../locks/types.js";
-import { validateId } from "../locks/validate.js";
+import type { AgentActor } from "../locks/types.js";
+import type { Issue } from "../domain/types.js";
+import { validateId } from "../domain/validate.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
 

@@ -34,8 +34,8 @@ import { LimitExceededError } from "../limits.js";
 import { MAX_CLAIM_BATCH } from "../locks/claimIssues.js";
 import { MAX_ISSUES_PER_CALL } from "../locks/createIssues.js";
 import { MAX_RELEASE_BATCH, MAX_REASON_LENGTH } from "../locks/releaseIssues.js";
-import { ISSUE_STATUSES } from "../locks/types.js";
-import { MAX_DESCRIPTION_LENGTH, MAX_TITLE_LENGTH } from "../locks/validate.js";
+import { ISSUE_STATUSES } from "../domain/types.js";
+import { MAX_DESCRIPTION_LENGTH, MAX_TITLE_LENGTH } from "../domain/validate.js";
 import { limitError } from "./documents.js";
 import { PAGE_LIMITS } from "./queries.js";
 

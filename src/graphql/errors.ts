@@ -9,7 +9,7 @@
 import { GraphQLError } from "graphql";
 import { SubscriptionOverflowError } from "../events/stream.js";
 import { LimitExceededError } from "../limits.js";
-import { ForbiddenError, InvalidInputError } from "../locks/types.js";
+import { ForbiddenError, InvalidInputError } from "../domain/errors.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 import { unavailability } from "../db/sql.js";

@@ -1,7 +1,7 @@
 // LockEvent.issue for every operation of the instance at once.
 import type { Queryable } from "../db/client.js";
 import { getIssues } from "../locks/reads.js";
-import type { Issue } from "../locks/types.js";
+import type { Issue } from "../domain/types.js";
 
 /**
  * A minimal DataLoader shared by every operation of the instance: `issue`

@@ -7,7 +7,8 @@ import { appendEvents, issueJson, named, raw, runViewJson, sql, stampEvent } fro
 import { commitChange } from "./commit.js";
 import type { StatementDeps } from "./deps.js";
 import { RUN_CTE_COLUMNS, attemptsAfterDeath, lockedIssuesCte, runCte } from "./fragments.js";
-import type { AgentActor, Issue, IssueStatus, LockEvent, RunView } from "./types.js";
+import type { AgentActor, RunView } from "./types.js";
+import type { Issue, IssueStatus, LockEvent } from "../domain/types.js";
 
 /**
  * Statuses a checkout can start from: OPEN, or a lock left behind by a dead

@@ -7,7 +7,8 @@ import { CLAIMABLE_STATUSES, checkoutIfExpected } from "./checkoutIfExpected.js"
 import { claimNextForEach } from "./claimNextForEach.js";
 import type { LockDeps } from "./deps.js";
 import { refuseRun, withoutLive } from "./runs.js";
-import type { AgentActor, ClaimIssueResult, IssueStatus } from "./types.js";
+import type { AgentActor, ClaimIssueResult } from "./types.js";
+import type { IssueStatus } from "../domain/types.js";
 import { issueNotFound } from "./types.js";
 
 export interface ClaimInput {

@@ -6,8 +6,9 @@
 import { claimNextSkipLocked } from "./claimNextSkipLocked.js";
 import type { LockDeps } from "./deps.js";
 import { refuseRun, withoutLive } from "./runs.js";
-import type { AgentActor, Issue, NoIssueAvailable, Run, RunNotActive } from "./types.js";
-import { InvalidInputError } from "./types.js";
+import type { AgentActor, NoIssueAvailable, RunNotActive } from "./types.js";
+import type { Issue, Run } from "../domain/types.js";
+import { InvalidInputError } from "../domain/errors.js";
 
 export const MAX_CLAIM_BATCH = 1000;
 

@@ -8,7 +8,7 @@ import { answerEach } from "./commit.js";
 import type { StatementDeps } from "./deps.js";
 import { assignedOrPooled, claimableBy, requestedRunsCte } from "./fragments.js";
 import type { ClaimAnswer, ClaimRequest } from "./requests.js";
-import type { Issue } from "./types.js";
+import type { Issue } from "../domain/types.js";
 
 /**
  * CLAIM_NEXT_FOR_EACH. Invariant: at most one run holds an issue's checkout,

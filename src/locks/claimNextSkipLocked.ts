@@ -7,7 +7,8 @@ import { appendEvents, issueJson, named, runViewJson, sql, raw, stampEvent } fro
 import { commitChange } from "./commit.js";
 import type { StatementDeps } from "./deps.js";
 import { claimableBy, runCte } from "./fragments.js";
-import type { AgentActor, Issue, LockEvent, RunView } from "./types.js";
+import type { AgentActor, RunView } from "./types.js";
+import type { Issue, LockEvent } from "../domain/types.js";
 
 export interface ClaimNextAnswer {
   run: RunView | null;

@@ -6,7 +6,8 @@
 import { queryOne } from "../db/sql.js";
 import type { Sql } from "../db/sql.js";
 import type { StatementDeps } from "./deps.js";
-import type { LockEvent, RunView } from "./types.js";
+import type { LockEvent } from "../domain/types.js";
+import type { RunView } from "./types.js";
 
 /**
  * The one way a lock change is committed: runs a statement that appends its

@@ -2,9 +2,9 @@
 // transaction (one statement); no lock changes, so no events.
 import { issueJson, queryAll, sql } from "../db/sql.js";
 import type { LockDeps } from "./deps.js";
-import type { Issue, IssuePriority, IssueStatus } from "./types.js";
-import { InvalidInputError } from "./types.js";
-import { validateDescription, validateMaxAttempts, validateTitle } from "./validate.js";
+import type { Issue, IssuePriority, IssueStatus } from "../domain/types.js";
+import { InvalidInputError } from "../domain/errors.js";
+import { validateDescription, validateMaxAttempts, validateTitle } from "../domain/validate.js";
 
 export const MAX_ISSUES_PER_CALL = 1000;
 

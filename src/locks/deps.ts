@@ -4,12 +4,7 @@
 // the checks on a run in runs.ts.
 import type { Db, Queryable } from "../db/client.js";
 import type { AcquireAnswer, AcquireRequest, ClaimAnswer, ClaimRequest, ReleaseAnswer, ReleaseRequest } from "./requests.js";
-import type { LockEvent } from "./types.js";
-
-/** Where committed events go: the pub/sub fan-out. Never throws. */
-export interface EventSink {
-  publish(events: readonly LockEvent[]): void;
-}
+import type { EventSink } from "../domain/types.js";
 
 /** What every lock verb needs. No GraphQL in here. */
 export interface LockDeps {

@@ -4,9 +4,11 @@ import { commitChange } from "./commit.js";
 import type { LockDeps } from "./deps.js";
 import { CLEAR_LOCKS, boardLockedIssueCte, reopenOrEscalate } from "./fragments.js";
 import { MAX_REASON_LENGTH } from "./releaseIssues.js";
-import type { ForceReleaseResult, Issue, LockEvent } from "./types.js";
-import { InvalidInputError, issueNotFound } from "./types.js";
-import { validateText } from "./validate.js";
+import type { ForceReleaseResult } from "./types.js";
+import type { Issue, LockEvent } from "../domain/types.js";
+import { InvalidInputError } from "../domain/errors.js";
+import { issueNotFound } from "./types.js";
+import { validateText } from "../domain/validate.js";
 
 /**
  * FORCE_RELEASE_ANY_HOLDER. Invariant: both locks clear together with the

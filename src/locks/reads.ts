@@ -2,8 +2,8 @@
 // another company reads as not found.
 import type { Queryable } from "../db/client.js";
 import { eventJson, issueJson, named, queryAll, queryOne, raw, runJson, sql } from "../db/sql.js";
-import type { Agent, Company } from "../auth/accounts.js";
-import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "./types.js";
+import type { Agent, Company } from "../domain/types.js";
+import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "../domain/types.js";
 
 export async function getCompany(db: Queryable, id: string): Promise<Company | null> {
   const row = await queryOne<{ company: Company } | undefined>(

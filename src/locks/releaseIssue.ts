@@ -4,7 +4,8 @@
 import type { LockDeps } from "./deps.js";
 import { refusal, releaseForEach, releaseReason } from "./releaseIssues.js";
 import { refuseRun } from "./runs.js";
-import type { AgentActor, ReleaseIssueResult, ReleaseOutcome } from "./types.js";
+import type { AgentActor, ReleaseIssueResult } from "./types.js";
+import type { ReleaseOutcome } from "../domain/types.js";
 import { issueNotFound } from "./types.js";
 
 export async function releaseIssue(

@@ -7,9 +7,11 @@ import type { LockDeps, StatementDeps } from "./deps.js";
 import { CLEAR_LOCKS, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "./fragments.js";
 import type { ReleaseAnswer, ReleaseRequest, ReleaseVerdict } from "./requests.js";
 import { refuseRun } from "./runs.js";
-import type { AgentActor, Issue, IssueNotFound, InvalidTransition, NotLockOwner, ReleaseOutcome, RunNotActive } from "./types.js";
-import { InvalidInputError, issueNotFound } from "./types.js";
-import { validateText } from "./validate.js";
+import type { AgentActor, IssueNotFound, InvalidTransition, NotLockOwner, RunNotActive } from "./types.js";
+import type { Issue, ReleaseOutcome } from "../domain/types.js";
+import { InvalidInputError } from "../domain/errors.js";
+import { issueNotFound } from "./types.js";
+import { validateText } from "../domain/validate.js";
 
 export const MAX_REASON_LENGTH = 1000;
 export const MAX_RELEASE_BATCH = 1000;

@@ -3,7 +3,8 @@
 // ACQUIRE_IF_CHECKOUT_HELD (acquireExecution.ts) and RELEASE_IF_CHECKOUT_HELD
 // (releaseIssues.ts). Types only, importing nothing from the verbs, so that
 // deps.ts (LockGroups) and the verbs can both name them without a cycle.
-import type { AgentActor, Issue, ReleaseOutcome, RunView } from "./types.js";
+import type { AgentActor, RunView } from "./types.js";
+import type { Issue, ReleaseOutcome } from "../domain/types.js";
 
 export interface ClaimRequest {
   actor: AgentActor;

@@ -6,8 +6,10 @@ import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAbor
 import { commitTransaction } from "./commit.js";
 import type { LockDeps } from "./deps.js";
 import { CLEAR_LOCKS, reopenOrEscalate } from "./fragments.js";
-import type { AgentActor, LockEvent, Run, RunNotActive, RunResult, RunStatus, RunView } from "./types.js";
-import { ForbiddenError, InvalidInputError, runNotActive } from "./types.js";
+import type { AgentActor, RunNotActive, RunResult, RunView } from "./types.js";
+import type { LockEvent, Run, RunStatus } from "../domain/types.js";
+import { ForbiddenError, InvalidInputError } from "../domain/errors.js";
+import { runNotActive } from "./types.js";
 
 /**
  * The checks every agent mutation makes on the run it names, in order: a run

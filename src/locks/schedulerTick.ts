@@ -9,7 +9,8 @@ import { claimIssue } from "./claimIssue.js";
 import type { LockDeps } from "./deps.js";
 import { claimableBy } from "./fragments.js";
 import { finishRun, startRun } from "./runs.js";
-import type { IssueClaimed, Run } from "./types.js";
+import type { IssueClaimed } from "./types.js";
+import type { Run } from "../domain/types.js";
 
 /** What one tick did: the runs it started, and the claims they made. */
 export interface SchedulerTick {

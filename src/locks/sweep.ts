@@ -7,9 +7,9 @@
 import type { Db } from "../db/client.js";
 import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent } from "../db/sql.js";
 import { commitChange } from "./commit.js";
-import type { EventSink } from "./deps.js";
+import type { EventSink } from "../domain/types.js";
 import { CLEAR_LOCKS, attemptsAfterDeath, reopenOrEscalate } from "./fragments.js";
-import type { LockEvent } from "./types.js";
+import type { LockEvent } from "../domain/types.js";
 
 /** Sweepers take turns per batch on this key, so their multi-company event appends never deadlock. */
 const SWEEP_LOCK_KEY = 0x6261746f; // "bato"

@@ -1,79 +1,12 @@
-// The domain's shapes, as the lock statements return them (JSON objects whose
-// keys match the GraphQL fields). Timestamps arrive as ISO strings from JSON.
-export type Timestamp = Date | string;
+// What the lock verbs answer: a run with its liveness, the acting agent, and
+// each verb's result union (JSON objects whose keys match the GraphQL
+// fields). The shapes every layer shares are in src/domain/.
+import type { Issue, IssueStatus, Run, RunStatus } from "../domain/types.js";
 
-export const ISSUE_STATUSES = ["BACKLOG", "OPEN", "CLAIMED", "IN_PROGRESS", "BLOCKED", "DONE", "CANCELLED", "ESCALATED"] as const;
-export type IssueStatus = (typeof ISSUE_STATUSES)[number];
-export const ISSUE_PRIORITIES = ["CRITICAL", "HIGH", "MEDIUM", "LOW"] as const;
-export type IssuePriority = (typeof ISSUE_PRIORITIES)[number];
-export const RUN_STATUSES = ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
-export const RELEASE_OUTCOMES = ["DONE", "BLOCKED", "FAILED", "REQUEUE"] as const;
-export type ReleaseOutcome = (typeof RELEASE_OUTCOMES)[number];
-export const LOCK_EVENT_KINDS = [
-  "CLAIMED",
-  "ADOPTED",
-  "EXECUTION_ACQUIRED",
-  "RELEASED",
-  "RECOVERED",
-  "ESCALATED",
-  "FORCE_RELEASED",
-  "STATUS_CHANGED",
-] as const;
-export type LockEventKind = (typeof LOCK_EVENT_KINDS)[number];
-
-export interface Issue {
-  id: string;
-  companyId: string;
-  title: string;
-  description: string | null;
-  status: IssueStatus;
-  priority: IssuePriority;
-  assigneeAgentId: string | null;
-  checkoutRunId: string | null;
-  executionRunId: string | null;
-  executionAgentNameKey: string | null;
-  attemptCount: number;
-  maxAttempts: number;
-  lockEpoch: number;
-  claimedAt: Timestamp | null;
-  executionLockedAt: Timestamp | null;
-  createdAt: Timestamp;
-  updatedAt: Timestamp;
-}
-
-export interface Run {
-  id: string;
-  companyId: string;
-  agentId: string;
-  status: RunStatus;
-  startedAt: Timestamp;
-  lastHeartbeatAt: Timestamp;
-  leaseExpiresAt: Timestamp;
-  finishedAt: Timestamp | null;
-}
-
-/** A run as the lock statements see it: with liveness on the database clock. */
 export interface RunView extends Run {
   live: boolean;
 }
 
-export interface LockEvent {
-  /** Decimal string: bigint does not fit a JS number safely. */
-  seq: string;
-  companyId: string;
-  issueId: string;
-  kind: LockEventKind;
-  status: IssueStatus;
-  runId: string | null;
-  agentId: string | null;
-  checkoutRunId: string | null;
-  executionRunId: string | null;
-  reason: string | null;
-  at: Timestamp;
-}
-
-/** Who is acting: an agent, always inside one company. */
 export interface AgentActor {
   companyId: string;
   agentId: string;
@@ -114,15 +47,6 @@ export type ReleaseIssueResult = IssueReleased | NotLockOwner | InvalidTransitio
 export type ForceReleaseResult = IssueReleased | IssueNotFound;
 export type UpdateIssueResult = IssueUpdated | InvalidTransition | IssueNotFound;
 export type RunResult = RunUpdated | RunNotActive;
-
-/** A valid token used outside its scope: another agent's run. Maps to FORBIDDEN. */
-export class ForbiddenError extends Error {
-  override name = "ForbiddenError";
-}
-/** Input that is well-typed but not acceptable. Maps to BAD_USER_INPUT; nothing changed. */
-export class InvalidInputError extends Error {
-  override name = "InvalidInputError";
-}
 
 export const runNotActive = (runId: string, status: RunStatus | null): RunNotActive => ({
   __typename: "RunNotActive",

@@ -4,9 +4,12 @@ import { appendEvents, issueJson, named, raw, sql } from "../db/sql.js";
 import { commitChange } from "./commit.js";
 import type { LockDeps } from "./deps.js";
 import { boardLockedIssueCte, reopenOrEscalate } from "./fragments.js";
-import type { Issue, IssuePriority, IssueStatus, LockEvent, UpdateIssueResult } from "./types.js";
-import { ISSUE_STATUSES, InvalidInputError, issueNotFound } from "./types.js";
-import { validateMaxAttempts, validateTitle, validateDescription } from "./validate.js";
+import type { Issue, IssuePriority, IssueStatus, LockEvent } from "../domain/types.js";
+import type { UpdateIssueResult } from "./types.js";
+import { ISSUE_STATUSES } from "../domain/types.js";
+import { InvalidInputError } from "../domain/errors.js";
+import { issueNotFound } from "./types.js";
+import { validateMaxAttempts, validateTitle, validateDescription } from "../domain/validate.js";
 
 /**
  * The board's moves. Everything else (claim, execution, release) belongs to

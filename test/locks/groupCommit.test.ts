@@ -7,7 +7,7 @@ import type { ClaimRequest } from "../../src/locks/requests.js";
 import type { LockGroups } from "../../src/locks/deps.js";
 import { createLockGroups } from "../../src/locks/groups.js";
 import { GroupCommit } from "../../src/locks/groupCommit.js";
-import type { LockEvent } from "../../src/locks/types.js";
+import type { LockEvent } from "../../src/domain/types.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
 

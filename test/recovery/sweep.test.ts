@@ -3,7 +3,7 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { previewSweep, sweep } from "../../src/locks/sweep.js";
-import type { LockEvent } from "../../src/locks/types.js";
+import type { LockEvent } from "../../src/domain/types.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
 import { eventually, race } from "../helpers/race.js";

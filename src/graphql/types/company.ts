@@ -1,4 +1,4 @@
-import type { Agent, Company } from "../../auth/accounts.js";
+import type { Agent, Company } from "../../domain/types.js";
 import type { Principal } from "../../auth/principal.js";
 import { builder } from "../builder.js";
 import { RoleEnum } from "./enums.js";

@@ -1,5 +1,5 @@
 import { builder } from "../builder.js";
-import { ISSUE_PRIORITIES, ISSUE_STATUSES, LOCK_EVENT_KINDS, RELEASE_OUTCOMES, RUN_STATUSES } from "../../locks/types.js";
+import { ISSUE_PRIORITIES, ISSUE_STATUSES, LOCK_EVENT_KINDS, RELEASE_OUTCOMES, RUN_STATUSES } from "../../domain/types.js";
 
 export const RoleEnum = builder.enumType("Role", { values: ["ADMIN", "BOARD", "AGENT"] as const });
 export const IssueStatusEnum = builder.enumType("IssueStatus", { values: ISSUE_STATUSES });

@@ -1,4 +1,4 @@
-import type { Issue } from "../../locks/types.js";
+import type { Issue } from "../../domain/types.js";
 import { builder } from "../builder.js";
 import { IssuePriorityEnum, IssueStatusEnum } from "./enums.js";
 

@@ -1,5 +1,5 @@
 import type { LockAudit } from "../../locks/lockAudit.js";
-import type { LockEvent } from "../../locks/types.js";
+import type { LockEvent } from "../../domain/types.js";
 import { builder } from "../builder.js";
 import { IssueStatusEnum, LockEventKindEnum } from "./enums.js";
 import { IssueRef } from "./issue.js";

@@ -3,7 +3,7 @@ import type * as T from "../../locks/types.js";
 import type { SchedulerTick } from "../../locks/schedulerTick.js";
 import type { IssuesClaimed } from "../../locks/claimIssues.js";
 import type { IssuesReleased } from "../../locks/releaseIssues.js";
-import type { Agent, Company } from "../../auth/accounts.js";
+import type { Agent, Company } from "../../domain/types.js";
 import { builder } from "../builder.js";
 import { AgentRef, CompanyRef } from "./company.js";
 import { IssueRef } from "./issue.js";

@@ -1,4 +1,4 @@
-import type { Run } from "../../locks/types.js";
+import type { Run } from "../../domain/types.js";
 import { builder } from "../builder.js";
 import { RunStatusEnum } from "./enums.js";
 

@@ -1,6 +1,6 @@
 // Input rules shared by the verbs (docs/access.md, Errors). A violation is
 // an InvalidInputError (BAD_USER_INPUT) thrown before any statement runs.
-import { InvalidInputError } from "./types.js";
+import { InvalidInputError } from "./errors.js";
 
 export const MAX_TITLE_LENGTH = 500;
 export const MAX_DESCRIPTION_LENGTH = 100_000;
