@@ -14,7 +14,7 @@ function validName(what: string, name: string): string {
 }
 
 /** The stable key of an agent's name: lower case, runs of non-alphanumerics as one '-'. */
-export function nameKeyOf(name: string): string {
+function nameKeyOf(name: string): string {
   return name
     .normalize("NFKC")
     .toLowerCase()

@@ -13,7 +13,7 @@ import { errorFields } from "../log.js";
 const SAME_SIGNAL_MS = 1_000;
 
 /** Tells each SIGINT/SIGTERM apart: the first, the same one delivered again, or a second that forces. */
-export function signalSeries(): (signal: NodeJS.Signals) => "first" | "repeat" | "force" {
+function signalSeries(): (signal: NodeJS.Signals) => "first" | "repeat" | "force" {
   let first: { signal: NodeJS.Signals; at: number } | null = null;
   return (signal) => {
     if (!first) {

@@ -6,7 +6,6 @@ import type { Db } from "./client.js";
 
 export const sql = Prisma.sql;
 export const raw = Prisma.raw;
-export const join = Prisma.join;
 
 /**
  * A statement under the name docs/invariants.md gives it (CLAIM_NEXT_FOR_EACH,

@@ -45,3 +45,17 @@ export function validateId(name: string, value: string): string {
   if (!isUuid(value)) throw new InvalidInputError(`${name} must be a UUID, got ${JSON.stringify(value.slice(0, 80))}`);
   return value.toLowerCase();
 }
+
+/**
+ * A seq as clients and messages send it: a decimal string of a non-negative
+ * 64-bit integer (docs/events.md). The one check for afterSeq, beforeSeq and
+ * the seqs of pub/sub messages.
+ */
+export function isSeq(value: string): boolean {
+  return /^\d{1,19}$/.test(value) && BigInt(value) <= 9223372036854775807n;
+}
+
+export function validateSeq(name: string, value: string): string {
+  if (!isSeq(value)) throw new InvalidInputError(`${name} must be a decimal seq`);
+  return value;
+}

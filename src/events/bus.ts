@@ -11,7 +11,7 @@ import { Redis } from "ioredis";
 import type { EventSink } from "../domain/types.js";
 import type { LockEvent } from "../domain/types.js";
 import { ISSUE_STATUSES, LOCK_EVENT_KINDS } from "../domain/types.js";
-import { isUuid } from "../domain/validate.js";
+import { isSeq, isUuid } from "../domain/validate.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 
@@ -21,7 +21,6 @@ export type NoticeListener = (issueIds: readonly string[]) => void;
 /** The most issue ids one notice carries: createIssues' batch limit. */
 export const MAX_NOTICE_IDS = 1000;
 
-const SEQ = /^[1-9]\d{0,18}$/;
 
 /** A Redis message as a JSON object, or null: anyone who can reach Redis can publish on our channels. */
 function jsonObject(message: string): Record<string, unknown> | null {
@@ -36,11 +35,11 @@ function jsonObject(message: string): Record<string, unknown> | null {
 const id = (v: unknown) => typeof v === "string" && isUuid(v);
 
 /** A message from Redis, if it has the shape of a lock event (as eventJson writes it). */
-export function parseLockEvent(message: string): LockEvent | null {
+function parseLockEvent(message: string): LockEvent | null {
   const e = jsonObject(message);
   if (!e) return null;
   const ok =
-    typeof e.seq === "string" && SEQ.test(e.seq) &&
+    typeof e.seq === "string" && isSeq(e.seq) && e.seq !== "0" &&
     id(e.companyId) && id(e.issueId) &&
     (LOCK_EVENT_KINDS as readonly unknown[]).includes(e.kind) &&
     (ISSUE_STATUSES as readonly unknown[]).includes(e.status) &&
@@ -49,7 +48,7 @@ export function parseLockEvent(message: string): LockEvent | null {
 }
 
 /** A notice from Redis, if it is a list of issue ids of the channel's company. */
-export function parseNotice(message: string): { companyId: string; issueIds: string[] } | null {
+function parseNotice(message: string): { companyId: string; issueIds: string[] } | null {
   const n = jsonObject(message);
   if (!n) return null;
   const ok = id(n.companyId) && Array.isArray(n.issueIds) && n.issueIds.length <= MAX_NOTICE_IDS && n.issueIds.every(id);

@@ -10,6 +10,7 @@ import type { IssueLoader } from "./issueLoader.js";
 import type { LockDeps } from "../locks/deps.js";
 import type { AgentActor } from "../locks/types.js";
 import type { Issue } from "../domain/types.js";
+import { ForbiddenError } from "../domain/errors.js";
 import { validateId } from "../domain/validate.js";
 import type { Logger } from "../log.js";
 import type { Metrics } from "../metrics.js";
@@ -43,8 +44,6 @@ export function createContext(services: AppServices, principal: Principal | null
 
 export const unauthenticated = () =>
   new GraphQLError("missing or unknown token: send Authorization: Bearer <token>", { extensions: { code: "UNAUTHENTICATED" } });
-export const forbidden = (message: string) => new GraphQLError(message, { extensions: { code: "FORBIDDEN" } });
-export const badInput = (message: string) => new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT" } });
 
 export function requirePrincipal(ctx: Context): Principal {
   if (!ctx.principal) throw unauthenticated();
@@ -52,20 +51,20 @@ export function requirePrincipal(ctx: Context): Principal {
 }
 
 export function requireAdmin(ctx: Context): void {
-  if (requirePrincipal(ctx).role !== "ADMIN") throw forbidden("only the admin token may do this");
+  if (requirePrincipal(ctx).role !== "ADMIN") throw new ForbiddenError("only the admin token may do this");
 }
 
 /** The board's company. */
 export function requireBoard(ctx: Context): string {
   const p = requirePrincipal(ctx);
-  if (p.role !== "BOARD") throw forbidden("only a board key may do this");
+  if (p.role !== "BOARD") throw new ForbiddenError("only a board key may do this");
   return p.companyId;
 }
 
 /** The calling agent, acting as itself only. */
 export function requireAgent(ctx: Context): AgentActor {
   const p = requirePrincipal(ctx);
-  if (p.role !== "AGENT") throw forbidden("only an agent key may do this");
+  if (p.role !== "AGENT") throw new ForbiddenError("only an agent key may do this");
   return { companyId: p.companyId, agentId: p.agentId, agentNameKey: p.agentNameKey };
 }
 
@@ -73,7 +72,7 @@ export function requireAgent(ctx: Context): AgentActor {
 export function requireCompanyReader(ctx: Context, companyId: string): string {
   const p = requirePrincipal(ctx);
   const id = validateId("companyId", companyId);
-  if (p.role !== "ADMIN" && p.companyId !== id) throw forbidden("this token cannot read that company");
+  if (p.role !== "ADMIN" && p.companyId !== id) throw new ForbiddenError("this token cannot read that company");
   return id;
 }
 
@@ -83,7 +82,7 @@ export function requireCompanyReader(ctx: Context, companyId: string): string {
  */
 export function requireCompanyOverseer(ctx: Context, companyId: string): string {
   const id = requireCompanyReader(ctx, companyId);
-  if (requirePrincipal(ctx).role === "AGENT") throw forbidden("agent keys may read issues, runs and events only");
+  if (requirePrincipal(ctx).role === "AGENT") throw new ForbiddenError("agent keys may read issues, runs and events only");
   return id;
 }
 
@@ -92,4 +91,3 @@ export function readScope(ctx: Context): string | null {
   return requirePrincipal(ctx).companyId;
 }
 
-export { validateId };

@@ -40,7 +40,7 @@ import { limitError } from "./documents.js";
 import { PAGE_LIMITS } from "./queries.js";
 
 /** Agents are not paged; a company is assumed to have at most this many for the estimate. */
-export const AGENTS_ESTIMATE = 1_000;
+const AGENTS_ESTIMATE = 1_000;
 const INTROSPECTION_CHARS = 200_000;
 const NAME_LENGTH = 200;
 

@@ -60,7 +60,7 @@ export function limitError(error: LimitExceededError): GraphQLError {
 }
 
 /** Parses `source` with the caller's token limit; a document over it is refused with LIMIT_EXCEEDED (maxTokens). */
-export function parseWithin(source: string, principal: Principal | null, limits: Limits): { document: DocumentNode; tokens: number } {
+function parseWithin(source: string, principal: Principal | null, limits: Limits): { document: DocumentNode; tokens: number } {
   const name = principal ? "maxTokens" : "anonymousMaxTokens";
   const maxTokens = limits[name];
   // Without a key, even reading a long source is refused: the body limit bounds HTTP, this bounds WebSocket messages.

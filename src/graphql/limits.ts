@@ -15,17 +15,17 @@ import { GraphQLError, Kind, visit } from "graphql";
 import type { ASTVisitor, DocumentNode, FragmentDefinitionNode, SelectionSetNode, ValidationContext } from "graphql";
 import type { Plugin } from "graphql-yoga";
 
-export const MAX_DEPTH = 10;
-export const MAX_ALIASES = 30;
-export const MAX_SELECTIONS_PER_SET = 50;
-export const MAX_FRAGMENTS = 50;
+const MAX_DEPTH = 10;
+const MAX_ALIASES = 30;
+const MAX_SELECTIONS_PER_SET = 50;
+const MAX_FRAGMENTS = 50;
 /** The same field (response key) written more than this many times in one selection set. */
-export const MAX_REPEATS = 5;
+const MAX_REPEATS = 5;
 
 const shapeError = (message: string) => new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT" } });
 
 /** The first way `document` is too wide to validate cheaply, or null. */
-export function shapeProblem(document: DocumentNode): GraphQLError | null {
+function shapeProblem(document: DocumentNode): GraphQLError | null {
   let fragments = 0;
   let widest = 0;
   let repeated: { key: string; times: number } | null = null;
@@ -106,7 +106,7 @@ function depthOf(
   return deepest;
 }
 
-export function queryShapeRule(context: ValidationContext): ASTVisitor {
+function queryShapeRule(context: ValidationContext): ASTVisitor {
   const doc = context.getDocument();
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const def of doc.definitions) if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);

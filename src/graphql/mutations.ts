@@ -13,7 +13,8 @@ import { finishRun, heartbeatRun, startRun } from "../locks/runs.js";
 import { updateIssue } from "../locks/updateIssue.js";
 import type { UpdateIssueInput } from "../locks/updateIssue.js";
 import { builder } from "./builder.js";
-import { requireAdmin, requireAgent, requireBoard, validateId } from "./context.js";
+import { requireAdmin, requireAgent, requireBoard } from "./context.js";
+import { validateId } from "../domain/validate.js";
 import { IssueStatusEnum, ReleaseOutcomeEnum, RunStatusEnum } from "./types/enums.js";
 import { CreateIssueInputRef, IssueRef, UpdateIssueInputRef } from "./types/issue.js";
 import {

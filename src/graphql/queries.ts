@@ -2,7 +2,9 @@ import { getCompany, getRun, listAgents, listCompanies, listIssues, listLockEven
 import { getIssues } from "../locks/reads.js";
 import { lockAudit } from "../locks/lockAudit.js";
 import { builder } from "./builder.js";
-import { badInput, readScope, requireAdmin, requireCompanyOverseer, requireCompanyReader, requirePrincipal, validateId } from "./context.js";
+import { readScope, requireAdmin, requireCompanyOverseer, requireCompanyReader, requirePrincipal } from "./context.js";
+import { InvalidInputError } from "../domain/errors.js";
+import { validateId, validateSeq } from "../domain/validate.js";
 import { AgentRef, CompanyRef, PrincipalRef } from "./types/company.js";
 import { IssueStatusEnum, RunStatusEnum } from "./types/enums.js";
 import { IssueConnectionRef, IssueRef } from "./types/issue.js";
@@ -19,25 +21,24 @@ export const PAGE_LIMITS = {
 
 export function pageSize(name: string, value: number | null | undefined, { fallback, max }: { fallback: number; max: number }): number {
   const n = value ?? fallback;
-  if (!Number.isInteger(n) || n < 1 || n > max) throw badInput(`${name} must be between 1 and ${max}`);
+  if (!Number.isInteger(n) || n < 1 || n > max) throw new InvalidInputError(`${name} must be between 1 and ${max}`);
   return n;
 }
 
 /** A seq is a decimal string (bigint). */
 export function parseSeq(name: string, value: string | null | undefined): string | null {
   if (value == null) return null;
-  if (!/^\d{1,19}$/.test(value) || BigInt(value) > 9223372036854775807n) throw badInput(`${name} must be a decimal seq`);
-  return value;
+  return validateSeq(name, value);
 }
 
 const encodeCursor = (id: string) => Buffer.from(`issue:${id}`).toString("base64url");
 function decodeCursor(cursor: string): string {
   const text = Buffer.from(cursor, "base64url").toString("utf8");
-  if (!text.startsWith("issue:")) throw badInput("after is not a cursor from this API");
+  if (!text.startsWith("issue:")) throw new InvalidInputError("after is not a cursor from this API");
   try {
     return validateId("after", text.slice("issue:".length));
   } catch {
-    throw badInput("after is not a cursor from this API");
+    throw new InvalidInputError("after is not a cursor from this API");
   }
 }
 

@@ -50,7 +50,7 @@ export interface CheckoutAnswer {
  * another statement may have timed it out meanwhile, and it is still dead.
  * A holder this statement cannot see is younger than its snapshot, hence alive. The checks run in the order docs/lifecycle.md gives.
  */
-export function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: string, expected: IssueStatus[]) {
+function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: string, expected: IssueStatus[]) {
   return sql`
     WITH ${runCte(runId, actor, true)},
     ${lockedIssuesCte(actor, [issueId])},

@@ -103,7 +103,7 @@ export async function heartbeatRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, 
 /** Room for a busy pool: a finishRun that cannot start would leave its locks to the lease. */
 const TRANSACTION_LIMITS = { maxWait: 10_000, timeout: 30_000 };
 
-export const FINAL_RUN_STATUSES: readonly RunStatus[] = ["SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"];
+const FINAL_RUN_STATUSES: readonly RunStatus[] = ["SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"];
 
 /**
  * FINISH_IF_LIVE then RELEASE_ALL_HELD_BY_RUN, in one transaction. The run row

@@ -16,7 +16,7 @@ import { validateMaxAttempts, validateTitle, validateDescription } from "../doma
  * the lock mutations; DONE and CANCELLED are terminal. Staying in the same
  * status is always allowed and changes nothing.
  */
-export const BOARD_TRANSITIONS: Readonly<Record<IssueStatus, readonly IssueStatus[]>> = {
+const BOARD_TRANSITIONS: Readonly<Record<IssueStatus, readonly IssueStatus[]>> = {
   BACKLOG: ["OPEN", "CANCELLED"],
   OPEN: ["CANCELLED"],
   CLAIMED: ["CANCELLED"],

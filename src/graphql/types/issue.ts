@@ -36,14 +36,14 @@ export interface IssueConnection {
   pageInfo: { hasNextPage: boolean; endCursor: string | null };
 }
 
-export const IssueEdgeRef = builder.objectRef<IssueEdge>("IssueEdge").implement({
+const IssueEdgeRef = builder.objectRef<IssueEdge>("IssueEdge").implement({
   fields: (t) => ({
     cursor: t.exposeString("cursor"),
     node: t.field({ type: IssueRef, resolve: (e) => e.node }),
   }),
 });
 
-export const PageInfoRef = builder.objectRef<IssueConnection["pageInfo"]>("PageInfo").implement({
+const PageInfoRef = builder.objectRef<IssueConnection["pageInfo"]>("PageInfo").implement({
   fields: (t) => ({
     hasNextPage: t.exposeBoolean("hasNextPage"),
     endCursor: t.exposeString("endCursor", { nullable: true }),

@@ -3,7 +3,7 @@ import type * as T from "../../locks/types.js";
 import { builder } from "../builder.js";
 import { IssueStatusEnum, RunStatusEnum } from "./enums.js";
 
-export const ProblemRef = builder.interfaceRef<{ __typename: string; message: string }>("Problem").implement({
+const ProblemRef = builder.interfaceRef<{ __typename: string; message: string }>("Problem").implement({
   resolveType: (value) => value.__typename,
   fields: (t) => ({ message: t.exposeString("message") }),
 });

@@ -10,7 +10,7 @@ import { IssueRef } from "./issue.js";
 import * as P from "./problems.js";
 import { HeartbeatRunRef } from "./run.js";
 
-export const IssueClaimedRef = builder.objectRef<T.IssueClaimed>("IssueClaimed").implement({
+const IssueClaimedRef = builder.objectRef<T.IssueClaimed>("IssueClaimed").implement({
   fields: (t) => ({
     issue: t.field({ type: IssueRef, resolve: (r) => r.issue }),
     run: t.field({ type: HeartbeatRunRef, resolve: (r) => r.run }),
@@ -21,22 +21,22 @@ export const IssueClaimedRef = builder.objectRef<T.IssueClaimed>("IssueClaimed")
   }),
 });
 
-export const ExecutionAcquiredRef = builder.objectRef<T.ExecutionAcquired>("ExecutionAcquired").implement({
+const ExecutionAcquiredRef = builder.objectRef<T.ExecutionAcquired>("ExecutionAcquired").implement({
   fields: (t) => ({
     issue: t.field({ type: IssueRef, resolve: (r) => r.issue }),
     alreadyHeld: t.exposeBoolean("alreadyHeld"),
   }),
 });
 
-export const IssueReleasedRef = builder.objectRef<T.IssueReleased>("IssueReleased").implement({
+const IssueReleasedRef = builder.objectRef<T.IssueReleased>("IssueReleased").implement({
   fields: (t) => ({ issue: t.field({ type: IssueRef, resolve: (r) => r.issue }) }),
 });
 
-export const IssueUpdatedRef = builder.objectRef<T.IssueUpdated>("IssueUpdated").implement({
+const IssueUpdatedRef = builder.objectRef<T.IssueUpdated>("IssueUpdated").implement({
   fields: (t) => ({ issue: t.field({ type: IssueRef, resolve: (r) => r.issue }) }),
 });
 
-export const RunUpdatedRef = builder.objectRef<T.RunUpdated>("RunUpdated").implement({
+const RunUpdatedRef = builder.objectRef<T.RunUpdated>("RunUpdated").implement({
   fields: (t) => ({ run: t.field({ type: HeartbeatRunRef, resolve: (r) => r.run }) }),
 });
 
@@ -103,7 +103,7 @@ export const HeartbeatTickRef = builder.objectRef<SchedulerTick>("HeartbeatTick"
 
 // ---- batch operations (beyond the contract) ----
 
-export const IssuesClaimedRef = builder.objectRef<IssuesClaimed>("IssuesClaimed").implement({
+const IssuesClaimedRef = builder.objectRef<IssuesClaimed>("IssuesClaimed").implement({
   description: "The issues claimed by one claimIssues call, in claim order (priority, then oldest).",
   fields: (t) => ({
     issues: t.field({ type: [IssueRef], resolve: (r) => r.issues }),
@@ -116,13 +116,13 @@ export const ClaimIssuesResultRef = builder.unionType("ClaimIssuesResult", {
   resolveType: byTypename,
 });
 
-export const ReleaseRefusalRef = builder.unionType("ReleaseRefusal", {
+const ReleaseRefusalRef = builder.unionType("ReleaseRefusal", {
   description: "Why one issue of a releaseIssues call was not released.",
   types: [P.NotLockOwnerRef, P.InvalidTransitionRef, P.IssueNotFoundRef],
   resolveType: byTypename,
 });
 
-export const IssuesReleasedRef = builder.objectRef<IssuesReleased>("IssuesReleased").implement({
+const IssuesReleasedRef = builder.objectRef<IssuesReleased>("IssuesReleased").implement({
   description: "Each issue is released or refused on its own; the released ones committed together.",
   fields: (t) => ({
     issues: t.field({ type: [IssueRef], description: "The issues released.", resolve: (r) => r.issues }),
