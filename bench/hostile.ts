@@ -3,7 +3,7 @@
 // asks /healthz one request after another. Reports how each attack was
 // answered, /healthz's latency during it, and the API's resident memory after
 // it. The goal: /healthz within 200 ms throughout, memory back near where it
-// started. (test/limits.test.ts holds the same attacks to deadlines and
+// started. (test/http/limits.test.ts holds the same attacks to deadlines and
 // bounds; the timing goal lives here, where a busy machine cannot fail CI.)
 import { readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";

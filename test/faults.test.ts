@@ -105,7 +105,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-describe("faults under load", () => {
+describe("under load, nothing stays held or half-released and the history checker finds no violation, through", () => {
   it("SIGKILL of one of two API instances", async () => {
     const database: TestDatabase = await createTestDatabase();
     cleanups.push(() => database.drop());

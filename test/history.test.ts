@@ -49,6 +49,7 @@ it("catches a release by a run that does not hold the issue, and execution by a 
   expect(found.some((v) => v.includes(`names run ${R2}, but run ${R1} held it`))).toBe(true);
 });
 
+// docs/invariants.md #13: lockEpoch goes up by one per change of hands and never goes down
 it("catches an epoch or an attempt count that the ledger does not account for, and a seq that goes back", () => {
   const events = history(ev("CLAIMED", "CLAIMED", R1, R1), ev("EXECUTION_ACQUIRED", "IN_PROGRESS", R1, R1, R1));
   expect(judge(events, row("IN_PROGRESS", 2, 1, R1, R1), [])).toEqual([expect.stringContaining("lockEpoch is 2")]);

@@ -65,6 +65,7 @@ const pageAll = async (co: Company, afterSeq = "0") => {
   }
 };
 
+// docs/invariants.md #12: no reader is given a seq below which an event can still appear
 it("a transaction open across later commits holds their events back from every reader; when it commits, readers get everything, in order, none skipped", async () => {
   const co = await createCompany(h, 1);
   const { spare, claim } = await claimer(co, 5);
@@ -106,6 +107,7 @@ it("a transaction open across later commits holds their events back from every r
   await live.close();
 });
 
+// docs/invariants.md #12: no reader is given a seq below which an event can still appear
 it("a transaction cannot write an event for an issue a younger transaction changed since: the stamp refuses (40001), so one issue's events keep their order", async () => {
   const co = await createCompany(h, 1);
   const { spare } = await claimer(co, 0);
@@ -130,6 +132,7 @@ it("a transaction cannot write an event for an issue a younger transaction chang
   }
 });
 
+// docs/invariants.md #12: no reader is given a seq below which an event can still appear
 it("a statement that appends an event for an issue it did not stamp fails, and changes nothing", async () => {
   const co = await createCompany(h, 1);
   const { spare } = await claimer(co, 0);

@@ -53,7 +53,7 @@ const agent = () => co.agents[0]!.client;
 const issue = async (title: string, extra: Record<string, unknown> = {}) =>
   (await co.board.ok(Ops.CreateIssueDocument, { input: { title, assigneeAgentId: co.agents[0]!.id, ...extra } })).createIssue.id;
 
-it("claimIssue (named and next), acquireExecution and releaseIssue", async () => {
+it("claimIssue (named and next), acquireExecution and releaseIssue publish their events, after commit", async () => {
   const named = await issue("named");
   expect((await published(() => agent().ok(Ops.ClaimIssueDocument, { runId, issueId: named }))).map((e) => e.kind)).toEqual(["CLAIMED"]);
   expect((await published(() => agent().ok(Ops.AcquireExecutionDocument, { runId, issueId: named }))).map((e) => e.kind)).toEqual(["EXECUTION_ACQUIRED"]);
@@ -62,7 +62,7 @@ it("claimIssue (named and next), acquireExecution and releaseIssue", async () =>
   expect((await published(() => agent().ok(Ops.ClaimIssueDocument, { runId }))).map((e) => e.kind)).toEqual(["CLAIMED"]);
 });
 
-it("claimIssues and releaseIssues (the batches)", async () => {
+it("claimIssues and releaseIssues (the batches) publish their events, after commit", async () => {
   const ids = [await issue("b1"), await issue("b2")];
   const claimed = await published(() => agent().ok(Ops.ClaimIssuesDocument, { runId, limit: 2, acquireExecution: true }));
   expect(new Set(claimed.map((e) => e.issueId))).toEqual(new Set(ids));
@@ -71,7 +71,7 @@ it("claimIssues and releaseIssues (the batches)", async () => {
   expect(released.map((e) => e.kind)).toEqual(["RELEASED", "RELEASED"]);
 });
 
-it("forceReleaseIssue and updateIssue (the board)", async () => {
+it("forceReleaseIssue and updateIssue (the board) publish their events, after commit", async () => {
   const held = await issue("forced");
   await agent().ok(Ops.ClaimIssueDocument, { runId, issueId: held });
   await s.until((m) => m.some((x) => x.data?.lockChanged.issueId === held), "the claim");
@@ -79,7 +79,7 @@ it("forceReleaseIssue and updateIssue (the board)", async () => {
   expect((await published(() => co.board.ok(Ops.UpdateIssueDocument, { id: held, input: { status: "CANCELLED" } }))).map((e) => e.kind)).toEqual(["STATUS_CHANGED"]);
 });
 
-it("finishRun releasing what the run still holds, and runHeartbeat (the scheduler's claims)", async () => {
+it("finishRun releasing what the run still holds, and runHeartbeat (the scheduler's claims), publish their events, after commit", async () => {
   const held = await issue("held at finish");
   await agent().ok(Ops.ClaimIssueDocument, { runId, issueId: held });
   await s.until((m) => m.some((x) => x.data?.lockChanged.issueId === held), "the claim");
@@ -91,7 +91,7 @@ it("finishRun releasing what the run still holds, and runHeartbeat (the schedule
   expect(ticked.map((e) => e.kind)).toEqual(["CLAIMED"]);
 });
 
-it("the recovery sweep, through the bus it is given", async () => {
+it("the recovery sweep publishes its events, after commit, through the bus it is given", async () => {
   const held = await issue("dies with its run");
   runId = (await agent().ok(Ops.StartRunDocument)).startRun.id;
   await agent().ok(Ops.ClaimIssueDocument, { runId, issueId: held });

@@ -3,7 +3,6 @@
 // reading costs the server nothing and later catches up from the ledger;
 // the reads streams make are shared by all the subscriptions of an instance.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { connectDb } from "../../src/db/client.js";
 import { createInProcessBus } from "../../src/events/bus.js";
 import { lockEventStream } from "../../src/events/stream.js";
 import { IssueLoader } from "../../src/graphql/issueLoader.js";
@@ -42,6 +41,7 @@ it("delivers events written by another process that never published them (recove
   }
 });
 
+// docs/invariants.md #12: no reader is given a seq below which an event can still appear
 it("a consumer paging lockEvents(afterSeq: last seen) during concurrent commits from two instances gets every event exactly once", async () => {
   const co = await createCompany(h, 8);
   const second = await h.startInstance();
@@ -219,55 +219,4 @@ it("LockEvent.issue lookups of many subscriptions share one read per company sco
   expect(globexView).toBeNull();
   expect(globexOwn).toMatchObject({ id: g.id });
   expect(gated.counts.started).toBe(3); // acme, the admin (any company), globex
-});
-
-it("a stream that fails mid-way ends with a typed error: a last result then complete over SSE, an error message over graphql-ws", async () => {
-  // A server whose PostgreSQL is gone (nothing listens on that port): the
-  // admin token needs no database, so the subscription starts, and its first
-  // ledger read fails.
-  const gone = connectDb("postgresql://postgres@127.0.0.1:1/baton", 1);
-  const logged: string[] = [];
-  const { buildApp } = await import("../../src/app.js");
-  const app = buildApp({ db: gone.prisma, bus: createInProcessBus(), adminToken: "a".repeat(20), leaseSeconds: 60, log: (_level, msg) => void logged.push(msg) });
-  const { url } = await app.start(0);
-  const companyId = "00000000-0000-4000-8000-000000000001";
-  const query = `subscription { lockChanged(companyId: "${companyId}", afterSeq: "0") { seq } }`;
-  try {
-    const response = await fetch(url, {
-      method: "POST",
-      headers: { "content-type": "application/json", accept: "text/event-stream", authorization: `Bearer ${"a".repeat(20)}` },
-      body: JSON.stringify({ query }),
-    });
-    const text = await response.text(); // ends: the stream completes
-    const messages = text.split("\n\n").filter((m) => m.startsWith("event:"));
-    expect(messages.map((m) => m.split("\n")[0])).toEqual(["event: next", "event: complete"]);
-    const result = JSON.parse(messages[0]!.split("\n")[1]!.slice("data:".length)) as { errors: { message: string; extensions: { code: string } }[] };
-    const away = { message: "the database is unreachable; nothing was changed: retry", extensions: { code: "UNAVAILABLE", outcome: "NOT_APPLIED" } };
-    expect(result.errors).toEqual([expect.objectContaining(away)]);
-
-    const ws = new Subscriber<unknown>(url, "a".repeat(20)).start(Ops.LockChangedDocument, { companyId, afterSeq: "0" });
-    await ws.count(1);
-    expect(ws.messages[0]!.errors).toEqual([expect.objectContaining(away)]);
-    await ws.close();
-    expect(text + JSON.stringify(ws.messages)).not.toMatch(/ECONNREFUSED|127\.0\.0\.1:1|at .*\.ts/);
-    expect(logged.filter((m) => m === "database unavailable")).toHaveLength(2); // told to the client, logged for the operator
-  } finally {
-    await app.stop();
-    await gone.close();
-  }
-});
-
-it("stopping the server does not wait for a WebSocket client that never answers the close handshake", async () => {
-  const { buildApp } = await import("../../src/app.js");
-  const app = buildApp({ db: h.db.prisma, bus: createInProcessBus(), adminToken: "s".repeat(20), leaseSeconds: 60, log: silentLogger });
-  const { url } = await app.start(0);
-  const { default: WebSocket } = await import("ws");
-  const socket = new WebSocket(url.replace(/^http/, "ws"), "graphql-transport-ws");
-  await new Promise((resolve, reject) => (socket.once("open", resolve), socket.once("error", reject)));
-  socket.send(JSON.stringify({ type: "connection_init", payload: {} }));
-  await new Promise((resolve) => socket.once("message", resolve)); // connection_ack
-  (socket as unknown as { _socket: { pause(): void } })._socket.pause(); // from now on it reads nothing, so never answers a close
-  const stopped = await Promise.race([app.stop().then(() => "stopped"), new Promise((resolve) => setTimeout(() => resolve("still waiting"), 15_000))]);
-  expect(stopped).toBe("stopped");
-  socket.terminate();
 });

@@ -50,6 +50,7 @@ describe("lockChanged", () => {
     expect(dashboard.messages[2]!.data?.lockChanged).toMatchObject({ issueId: createIssue.id, status: "DONE", runId: run.id, agentId: agent.id });
   });
 
+  // docs/invariants.md #12: no reader is given a seq below which an event can still appear
   it("many concurrent changes from both instances reach subscribers on both, each exactly once and in seq order", async () => {
     const co = await createCompany(h, 8);
     const from = await lastSeq(co);

@@ -30,6 +30,8 @@ async function deadHolder() {
   return { co, issueId: createIssue.id, deadRun, adopter: adopter!, adopterRun };
 }
 
+// docs/invariants.md #5: a dead run can never take a lock or act
+// docs/invariants.md #13: lockEpoch goes up by one per change of hands and never goes down
 it.each([
   ["times the run out (recovery's first step, or its own late heartbeat)", "UPDATE heartbeat_runs SET status = 'TIMED_OUT', finished_at = now() WHERE id = $1"],
   ["only locks the run row, and changes nothing", "SELECT 1 FROM heartbeat_runs WHERE id = $1 FOR UPDATE"],

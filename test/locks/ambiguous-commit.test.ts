@@ -40,6 +40,7 @@ it("tells a lost commit from a refused statement", () => {
   expect(changedNothing({ cause: { originalCode: "40P01" } })).toBe(true);
 });
 
+// docs/invariants.md #2: no attempt of an issue is worked by two runs
 it("answers every member of a group whose commit lost its answer with an error, and runs none of them again", async () => {
   const co = await createCompany(h, 3);
   const runs = await Promise.all(co.agents.map(async (a) => (await a.client.ok(Ops.StartRunDocument)).startRun.id));

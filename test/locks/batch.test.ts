@@ -11,6 +11,7 @@ beforeAll(async () => {
 afterAll(() => h?.close());
 
 describe("claimIssues", () => {
+  // docs/invariants.md #11: every change writes exactly one event, in the same statement
   it("claims up to limit in claim order, one event each, and says when nothing is left", async () => {
     const co = await createCompany(h, 1);
     const agent = co.agents[0]!;
@@ -39,6 +40,7 @@ describe("claimIssues", () => {
     expect(dead.claimIssues).toMatchObject({ __typename: "RunNotActive", runStatus: "SUCCEEDED" });
   });
 
+  // docs/invariants.md #11: every change writes exactly one event, in the same statement
   it("with acquireExecution: true takes both locks, counts the attempt, and records CLAIMED then EXECUTION_ACQUIRED", async () => {
     const co = await createCompany(h, 1);
     const agent = co.agents[0]!;
@@ -67,6 +69,7 @@ describe("claimIssues", () => {
     expect(lockAudit).toMatchObject({ doubleClaims: 0, locksHeldByDeadRuns: 0, halfReleasedLocks: 0 });
   });
 
+  // docs/invariants.md #1: at most one run holds an issue's checkout
   it("16 batch claimers draining 600 issues never receive the same issue", async () => {
     const co = await createCompany(h, 16);
     await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 600 }, (_, i) => ({ title: `job ${i}` })) });
@@ -88,6 +91,7 @@ describe("claimIssues", () => {
 });
 
 describe("releaseIssues", () => {
+  // docs/invariants.md #4: only the checkout holder releases, and DONE needs the execution lock
   it("releases what the run holds and refuses the rest, issue by issue", async () => {
     const co = await createCompany(h, 2);
     const [a, b] = [co.agents[0]!, co.agents[1]!];

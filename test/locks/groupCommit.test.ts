@@ -39,6 +39,7 @@ async function setup(agents: number) {
   return { co, runs, actor };
 }
 
+// docs/invariants.md #1: at most one run holds an issue's checkout
 it("a group hands out distinct issues in claim order, as sequential claims in arrival order would", async () => {
   const { co, runs, actor } = await setup(1);
   const a = co.agents[0]!;
@@ -59,6 +60,7 @@ it("a group hands out distinct issues in claim order, as sequential claims in ar
   expect(ours.map((b) => b.length)).toEqual([1, 5]);
 });
 
+// docs/invariants.md #4: only the checkout holder releases, and DONE needs the execution lock
 it("two releases of one issue never share a statement: the first releases it, the second is told it no longer holds it", async () => {
   const { co, runs, actor } = await setup(1);
   const a = co.agents[0]!;
@@ -77,6 +79,7 @@ it("two releases of one issue never share a statement: the first releases it, th
   expect(released[0]!.n).toBe(1);
 });
 
+// docs/invariants.md #5: a dead run can never take a lock or act
 it("each request keeps to its own eligibility, and a dead or foreign run gets nothing", async () => {
   const { co, runs, actor } = await setup(3);
   const [a, b] = [co.agents[0]!, co.agents[1]!];
@@ -139,6 +142,7 @@ it("a group locks only the issues it hands out, so a claimer elsewhere still fin
   expect(unlockedWhileHeld).toBe(10 - 3);
 });
 
+// docs/invariants.md #2: no attempt of an issue is worked by two runs
 it("acquisitions and releases of different issues share a statement; the same issue waits for the next", async () => {
   const { co, runs, actor } = await setup(2);
   const [a, b] = [co.agents[0]!, co.agents[1]!];
@@ -164,6 +168,7 @@ it("acquisitions and releases of different issues share a statement; the same is
   expect(kinds.map((k) => k.kind)).toEqual([...Array(3).fill("CLAIMED"), ...Array(3).fill("EXECUTION_ACQUIRED"), ...Array(3).fill("RELEASED")]);
 });
 
+// docs/invariants.md #2: no attempt of an issue is worked by two runs
 it("when PostgreSQL refuses a group's statement, each request goes again alone: only the one at fault gets the error", async () => {
   // The queueing alone, with a statement that fails whenever "poison" is in its group, as a statement timeout would (it rolled back).
   const statements: string[][] = [];
@@ -184,6 +189,7 @@ it("when PostgreSQL refuses a group's statement, each request goes again alone: 
   expect(statements).toEqual([["first"], ["a", "poison", "b"], ["a"], ["poison"], ["b"]]);
 });
 
+// docs/invariants.md #2: no attempt of an issue is worked by two runs
 it("when a group's statement fails without PostgreSQL's answer (it may have committed), every member gets the error and none runs again", async () => {
   const statements: string[][] = [];
   const commit = new GroupCommit<string, string>(async (_company, group) => {

@@ -24,6 +24,7 @@ async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T>
   }
 }
 
+// docs/invariants.md #1: at most one run holds an issue's checkout
 it("claims the next issue past one whose row another transaction has locked, without waiting for it (SKIP LOCKED)", async () => {
   const co = await createCompany(h, 1);
   const agent = co.agents[0]!;
@@ -48,6 +49,7 @@ it("claims the next issue past one whose row another transaction has locked, wit
   }
 });
 
+// docs/invariants.md #5: a dead run can never take a lock or act
 it("a batch claim by a dead run claims nothing at all", async () => {
   const co = await createCompany(h, 1);
   const agent = co.agents[0]!;
@@ -63,6 +65,7 @@ it("a batch claim by a dead run claims nothing at all", async () => {
   expect(await h.sql("SELECT seq FROM lock_events WHERE company_id = $1", [co.id])).toEqual([]);
 });
 
+// docs/invariants.md #2: no attempt of an issue is worked by two runs
 it("the database refuses an execution lock without its holder's name or its start time (issues_execution_details)", async () => {
   const co = await createCompany(h, 1);
   const agent = co.agents[0]!;

@@ -25,6 +25,8 @@ async function startRun(agentIndex: number) {
 }
 
 describe("claim → acquire → release", () => {
+  // docs/invariants.md #11: every change writes exactly one event, in the same statement
+  // docs/invariants.md #13: lockEpoch goes up by one per change of hands and never goes down
   it("runs the whole life cycle and writes one event per change", async () => {
     const agent = acme.agents[0]!;
     const issue = await issueFor(0);
@@ -87,6 +89,7 @@ describe("claimIssue without an issue id", () => {
     expect(pooled.claimIssue).toMatchObject({ __typename: "IssueClaimed", issue: { id: unassignedHigh.id, assigneeAgentId: null } });
   });
 
+  // docs/invariants.md #9: an exhausted issue is never claimed and never returns to OPEN
   it("never claims an issue without attempts left", async () => {
     const issue = await issueFor(1, { maxAttempts: 1 });
     await h.sql("UPDATE issues SET attempt_count = 1 WHERE id = $1", [issue.id]);
@@ -95,6 +98,7 @@ describe("claimIssue without an issue id", () => {
     expect(claimIssue.__typename).toBe("NoIssueAvailable");
   });
 
+  // docs/invariants.md #5: a dead run can never take a lock or act
   it("answers RunNotActive for a finished, an expired and an unknown run, and changes nothing", async () => {
     const agent = acme.agents[1]!;
     const issue = await issueFor(1);
@@ -119,6 +123,8 @@ describe("claimIssue without an issue id", () => {
 });
 
 describe("claimIssue with an issue id", () => {
+  // docs/invariants.md #11: every change writes exactly one event, in the same statement
+  // docs/invariants.md #13: lockEpoch goes up by one per change of hands and never goes down
   it("is idempotent for the run that holds it: alreadyHeld, no new event, whatever expectedStatuses says", async () => {
     const agent = acme.agents[0]!;
     const issue = await issueFor(0);
@@ -185,6 +191,7 @@ describe("claimIssue with an issue id", () => {
     expect(used.claimIssue).toMatchObject({ __typename: "AttemptsExhausted", attemptCount: 2, maxAttempts: 2 });
   });
 
+  // docs/invariants.md #13: lockEpoch goes up by one per change of hands and never goes down
   it("adopts a dead run's lock: CLAIMED costs the dead holder an attempt, IN_PROGRESS comes back CLAIMED", async () => {
     const [a, b] = acme.agents as [Company["agents"][0], Company["agents"][0]];
     const claimedIssue = await issueFor(null);
@@ -223,6 +230,7 @@ describe("claimIssue with an issue id", () => {
     expect((await acme.board.ok(Ops.IssueDocument, { id: claimedIssue.id })).issue).toMatchObject({ status: "CLAIMED", checkoutRunId: adopter.id, executionRunId: null });
   });
 
+  // docs/invariants.md #9: an exhausted issue is never claimed and never returns to OPEN
   it("escalates when adoption uses the last attempt, and refuses adoption of another agent's assigned issue", async () => {
     const [a, b] = acme.agents as [Company["agents"][0], Company["agents"][0]];
     const lastTry = await issueFor(null, { maxAttempts: 1 });
@@ -245,6 +253,8 @@ describe("claimIssue with an issue id", () => {
 });
 
 describe("acquireExecution", () => {
+  // docs/invariants.md #2: no attempt of an issue is worked by two runs
+  // docs/invariants.md #9: an exhausted issue is never claimed and never returns to OPEN
   it("needs the checkout, is idempotent, conflicts with another run, and respects attempts", async () => {
     const [a, b] = acme.agents as [Company["agents"][0], Company["agents"][0]];
     const issue = await issueFor(null, { maxAttempts: 2 });
@@ -298,6 +308,8 @@ describe("releaseIssue", () => {
     }
   });
 
+  // docs/invariants.md #4: only the checkout holder releases, and DONE needs the execution lock
+  // docs/invariants.md #9: an exhausted issue is never claimed and never returns to OPEN
   it("refuses DONE from CLAIMED, a release by a non-holder, and escalates when the last attempt failed", async () => {
     const [a, b] = acme.agents as [Company["agents"][0], Company["agents"][0]];
     const runA = await startRun(0);
@@ -318,6 +330,7 @@ describe("releaseIssue", () => {
     expect(gone.releaseIssue.__typename).toBe("IssueNotFound");
   });
 
+  // docs/invariants.md #5: a dead run can never take a lock or act
   it("refuses a release by a dead run, leaving the lock for recovery", async () => {
     const a = acme.agents[0]!;
     const run = await startRun(0);

@@ -35,6 +35,8 @@ async function auditIsClean(co: Company, told: Told[] = []) {
 }
 
 describe("races", () => {
+  // docs/invariants.md #1: at most one run holds an issue's checkout
+  // docs/invariants.md #13: lockEpoch goes up by one per change of hands and never goes down
   it("32 claimers drain 500 issues across two instances with zero duplicates", async () => {
     const co = await createCompany(h, 32);
     for (let i = 0; i < 500; i += 250) {
@@ -67,6 +69,8 @@ describe("races", () => {
     await auditIsClean(co, told);
   });
 
+  // docs/invariants.md #1: at most one run holds an issue's checkout
+  // docs/invariants.md #13: lockEpoch goes up by one per change of hands and never goes down
   it("30 runs check out one issue: exactly one wins and every loser is told who", async () => {
     const co = await createCompany(h, 30);
     const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "the one" } });
@@ -97,6 +101,7 @@ describe("races", () => {
     await auditIsClean(co, [{ kind: "claimed", runId: winner.issue.checkoutRunId!, issueId: createIssue.id, lockEpoch: winner.issue.lockEpoch }]);
   });
 
+  // docs/invariants.md #1: at most one run holds an issue's checkout
   it("three runHeartbeat ticks at once never claim one issue twice", { repeats: 10 }, async () => {
     const co = await createCompany(h, 6);
     for (const agent of co.agents) {
@@ -117,6 +122,8 @@ describe("races", () => {
     await auditIsClean(co);
   });
 
+  // docs/invariants.md #3: the two locks change together with the status, in one row update
+  // docs/invariants.md #4: only the checkout holder releases, and DONE needs the execution lock
   it("a release racing re-claims: the issue changes hands cleanly, never held twice", async () => {
     const co = await createCompany(h, 9);
     const workers = await runsFor(co);
@@ -155,6 +162,7 @@ describe("races", () => {
     await auditIsClean(co);
   });
 
+  // docs/invariants.md #1: at most one run holds an issue's checkout
   it("adopting a dead run's lock: one adopter wins; a live run's lock is never adopted", async () => {
     const co = await createCompany(h, 12);
     const workers = await runsFor(co);
@@ -186,6 +194,8 @@ describe("races", () => {
     expect(events.map((e) => e.kind)).toEqual(["CLAIMED", "ADOPTED"]);
   });
 
+  // docs/invariants.md #5: a dead run can never take a lock or act
+  // docs/invariants.md #7: finishRun releases everything the run held, atomically with ending it
   it("a run finished while it claims never ends up holding a lock", async () => {
     const co = await createCompany(h, 1);
     const agent = co.agents[0]!;
@@ -203,6 +213,7 @@ describe("races", () => {
     await auditIsClean(co);
   });
 
+  // docs/invariants.md #9: an exhausted issue is never claimed and never returns to OPEN
   it("attempts run out: three failed executions escalate the issue and it is never claimed again", async () => {
     const co = await createCompany(h, 1);
     const agent = co.agents[0]!;

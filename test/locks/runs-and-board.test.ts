@@ -1,4 +1,6 @@
-// Runs and leases, the board's mutations, and the read queries.
+// Runs and leases (runs.ts), the board's mutations (updateIssue.ts,
+// forceReleaseIssue.ts) and the scheduler's tick (schedulerTick.ts). The read
+// queries: reads.test.ts; the audit: lockAudit.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
@@ -17,6 +19,7 @@ const newIssue = (input: Partial<Ops.CreateIssueInput> = {}) =>
 const newRun = (agent = 0) => acme.agents[agent]!.client.ok(Ops.StartRunDocument).then((r) => r.startRun);
 
 describe("runs and leases", () => {
+  // docs/invariants.md #6: a lease is extended only while live; a run times out only when expired
   it("starts a run with a lease on the database clock and extends it on heartbeat", async () => {
     const run = await newRun();
     expect(run.status).toBe("RUNNING");
@@ -36,6 +39,7 @@ describe("runs and leases", () => {
     expect(left).toBeGreaterThan(25);
   });
 
+  // docs/invariants.md #6: a lease is extended only while live; a run times out only when expired
   it("refuses to heartbeat an expired run and writes it down as TIMED_OUT, keeping its locks for recovery", async () => {
     const run = await newRun();
     const issue = await newIssue();
@@ -50,6 +54,7 @@ describe("runs and leases", () => {
     expect(held?.checkoutRunId).toBe(run.id);
   });
 
+  // docs/invariants.md #7: finishRun releases everything the run held, atomically with ending it
   it("refuses to finish an expired run and changes nothing: the run row and its locks stay for recovery", async () => {
     const run = await newRun();
     const issue = await newIssue();
@@ -63,6 +68,8 @@ describe("runs and leases", () => {
     expect(held).toMatchObject({ status: "CLAIMED", checkoutRunId: run.id });
   });
 
+  // docs/invariants.md #7: finishRun releases everything the run held, atomically with ending it
+  // docs/invariants.md #11: every change writes exactly one event, in the same statement
   it("finishRun releases everything the run holds, one RELEASED event each, without spending attempts", async () => {
     const agent = acme.agents[1]!;
     const run = await newRun(1);
@@ -96,6 +103,7 @@ describe("runs and leases", () => {
 });
 
 describe("board mutations", () => {
+  // docs/invariants.md #10: the board moves a status only along its edges
   it("moves issues only along the board's edges", async () => {
     const backlog = await newIssue({ status: "BACKLOG" });
     const toOpen = await acme.board.ok(Ops.UpdateIssueDocument, { id: backlog.id, input: { status: "OPEN" } });
@@ -117,6 +125,8 @@ describe("board mutations", () => {
     ]);
   });
 
+  // docs/invariants.md #9: an exhausted issue is never claimed and never returns to OPEN
+  // docs/invariants.md #10: the board moves a status only along its edges
   it("reopens an ESCALATED issue only with an attempt left, and edits fields without events", async () => {
     const issue = await newIssue({ maxAttempts: 1 });
     await h.sql("UPDATE issues SET attempt_count = 1, status = 'ESCALATED' WHERE id = $1", [issue.id]);
@@ -137,6 +147,8 @@ describe("board mutations", () => {
     expect(after.length).toBe(before.length);
   });
 
+  // docs/invariants.md #9: an exhausted issue is never claimed and never returns to OPEN
+  // docs/invariants.md #10: the board moves a status only along its edges
   it("a BLOCKED issue with no attempt left that the board reopens becomes ESCALATED instead; with maxAttempts raised it opens", async () => {
     const agent = acme.agents[0]!;
     const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
@@ -158,6 +170,8 @@ describe("board mutations", () => {
     expect(opened.updateIssue).toMatchObject({ __typename: "IssueUpdated", issue: { status: "OPEN", maxAttempts: 2 } });
   });
 
+  // docs/invariants.md #3: the two locks change together with the status, in one row update
+  // docs/invariants.md #10: the board moves a status only along its edges
   it("cancelling a held issue clears both locks in the same change", async () => {
     const run = await newRun();
     const issue = await newIssue();
@@ -191,6 +205,7 @@ describe("board mutations", () => {
     expect(missing.forceReleaseIssue.__typename).toBe("IssueNotFound");
   });
 
+  // docs/invariants.md #9: an exhausted issue is never claimed and never returns to OPEN
   it("forceReleaseIssue returns a CLAIMED issue to OPEN at no attempt's cost, and escalates an IN_PROGRESS one on its last attempt", async () => {
     const run = await newRun();
     const agent = acme.agents[0]!.client;
@@ -221,72 +236,5 @@ describe("board mutations", () => {
     expect(runHeartbeat.runs).toHaveLength(2);
     expect(runHeartbeat.claims.map((c) => c.issue.id).sort()).toEqual([forA.createIssue.id, forB.createIssue.id].sort());
     for (const claim of runHeartbeat.claims) expect(claim.issue.checkoutRunId).toBe(claim.run.id);
-  });
-});
-
-describe("queries", () => {
-  it("pages through issues with a stable cursor and filters by status and assignee", async () => {
-    const co = await createCompany(h, 1);
-    const agent = co.agents[0]!;
-    const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
-      inputs: Array.from({ length: 7 }, (_, i) => ({ title: `t${i}`, assigneeAgentId: i % 2 ? agent.id : null, status: (i === 6 ? "BACKLOG" : "OPEN") as Ops.IssueStatus })),
-    });
-    const seen: string[] = [];
-    let after: string | null = null;
-    for (;;) {
-      const { issues }: Ops.IssuesQuery = await co.board.ok(Ops.IssuesDocument, { companyId: co.id, first: 3, after });
-      seen.push(...issues.edges.map((e) => e.node.id));
-      if (!issues.pageInfo.hasNextPage) break;
-      after = issues.pageInfo.endCursor!;
-    }
-    expect(seen).toEqual(createIssues.map((i) => i.id));
-    const backlog = await co.board.ok(Ops.IssuesDocument, { companyId: co.id, status: ["BACKLOG"] });
-    expect(backlog.issues.edges.map((e) => e.node.title)).toEqual(["t6"]);
-    const assigned = await co.board.ok(Ops.IssuesDocument, { companyId: co.id, assigneeAgentId: agent.id });
-    expect(assigned.issues.edges.map((e) => e.node.title)).toEqual(["t1", "t3", "t5"]);
-  });
-
-  it("answers me, company, agents and runs", async () => {
-    const co = await createCompany(h, 2);
-    expect((await co.board.ok(Ops.MeDocument)).me).toEqual({ role: "BOARD", companyId: co.id, agentId: null });
-    expect((await co.agents[0]!.client.ok(Ops.MeDocument)).me).toEqual({ role: "AGENT", companyId: co.id, agentId: co.agents[0]!.id });
-    expect((await h.admin.ok(Ops.MeDocument)).me).toEqual({ role: "ADMIN", companyId: null, agentId: null });
-    expect((await co.board.ok(Ops.CompanyDocument, { id: co.id })).company?.name).toBe("Acme");
-    expect((await co.board.ok(Ops.AgentsDocument, { companyId: co.id })).agents.map((a) => a.nameKey)).toEqual(["agent-1", "agent-2"]);
-    const r1 = (await co.agents[0]!.client.ok(Ops.StartRunDocument)).startRun;
-    const r2 = (await co.agents[1]!.client.ok(Ops.StartRunDocument)).startRun;
-    await co.agents[1]!.client.ok(Ops.FinishRunDocument, { runId: r2.id, status: "SUCCEEDED" });
-    const { runs } = await co.board.ok(Ops.RunsDocument, { companyId: co.id });
-    expect(runs.map((r) => r.id)).toEqual([r2.id, r1.id]);
-    const running = await co.board.ok(Ops.RunsDocument, { companyId: co.id, status: ["RUNNING"] });
-    expect(running.runs.map((r) => r.id)).toEqual([r1.id]);
-  });
-
-  it("lockAudit reads zeros on a healthy company and counts what is wrong", async () => {
-    const co = await createCompany(h, 1);
-    const agent = co.agents[0]!;
-    const zero = { doubleClaims: 0, locksHeldByDeadRuns: 0, halfReleasedLocks: 0, unescalatedExhausted: 0 };
-    const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "x", assigneeAgentId: agent.id } });
-    const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
-    await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id });
-    expect((await co.board.ok(Ops.LockAuditDocument, { companyId: co.id })).lockAudit).toMatchObject({
-      ...zero,
-      attemptHistogram: [{ attemptCount: 0, issues: 1 }],
-    });
-    await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [run.id]);
-    const other = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "y", maxAttempts: 1 } });
-    await h.sql("UPDATE issues SET attempt_count = 1 WHERE id = $1", [other.createIssue.id]);
-    // A forged ledger row claiming the issue for another run while it was held.
-    await h.sql(
-      `INSERT INTO lock_events (company_id, seq, issue_id, kind, status, run_id, checkout_run_id)
-       VALUES ($1, 1000, $2, 'CLAIMED', 'CLAIMED', gen_random_uuid(), gen_random_uuid())`,
-      [co.id, createIssue.id],
-    );
-    const { lockAudit } = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
-    expect(lockAudit).toMatchObject({ doubleClaims: 1, locksHeldByDeadRuns: 1, halfReleasedLocks: 0, unescalatedExhausted: 1 });
-    expect(lockAudit.attemptHistogram).toEqual([
-      { attemptCount: 0, issues: 1 },
-      { attemptCount: 1, issues: 1 },
-    ]);
   });
 });

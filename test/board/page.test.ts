@@ -11,11 +11,11 @@ import { promisify } from "node:util";
 import { chromium } from "playwright-core";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { ADMIN_TOKEN, createCompany, Ops, startHarness } from "./helpers/harness.js";
-import type { Company, Harness } from "./helpers/harness.js";
+import { ADMIN_TOKEN, createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Company, Harness } from "../helpers/harness.js";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const ROOT = path.resolve(import.meta.dirname, "..");
+const ROOT = path.resolve(import.meta.dirname, "../..");
 const XSS_TITLE = `<img src=x onerror="window.__pwned=1">`;
 const XSS_REASON = `<script>window.__pwned=2</script> stuck since Monday`;
 

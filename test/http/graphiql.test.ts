@@ -6,8 +6,8 @@ import { existsSync } from "node:fs";
 import { chromium } from "playwright-core";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { createCompany, Ops, startHarness } from "./helpers/harness.js";
-import type { Company, Harness } from "./helpers/harness.js";
+import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Company, Harness } from "../helpers/harness.js";
 
 /** Where .ci/run (apt-get install chromium) puts the browser; nothing is downloaded at run time. */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";

@@ -37,6 +37,8 @@ const expire = (runId: string, offset: string) =>
   h.sql(`UPDATE heartbeat_runs SET lease_expires_at = now() + $2::interval WHERE id = $1`, [runId, offset]);
 
 describe("recovery sweep", () => {
+  // docs/invariants.md #6: a lease is extended only while live; a run times out only when expired
+  // docs/invariants.md #8: dead runs never strand work, and recovery never touches a live lock
   it("times out only expired leases, frees only dead runs' locks, and counts the dead holder's attempt", async () => {
     const co = await createCompany(h, 4);
     const expired = await heldIssues(co, 0, 3, 1);
@@ -81,6 +83,8 @@ describe("recovery sweep", () => {
     expect(again).toEqual({ timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0 });
   });
 
+  // docs/invariants.md #8: dead runs never strand work, and recovery never touches a live lock
+  // docs/invariants.md #9: an exhausted issue is never claimed and never returns to OPEN
   it("escalates exhausted issues: a dead holder's last attempt, and OPEN issues left without one", async () => {
     const co = await createCompany(h, 1);
     const held = await heldIssues(co, 0, 2, 1);
@@ -101,6 +105,8 @@ describe("recovery sweep", () => {
     expect(lockAudit).toMatchObject({ doubleClaims: 0, locksHeldByDeadRuns: 0, halfReleasedLocks: 0, unescalatedExhausted: 0 });
   });
 
+  // docs/invariants.md #8: dead runs never strand work, and recovery never touches a live lock
+  // docs/invariants.md #11: every change writes exactly one event, in the same statement
   it("three sweepers at once over hundreds of dead locks in several companies: one event per recovered issue", async () => {
     const companies = await Promise.all([createCompany(h, 2), createCompany(h, 2), createCompany(h, 2)]);
     const dead: string[] = [];
@@ -134,6 +140,7 @@ describe("recovery sweep", () => {
     }
   });
 
+  // docs/invariants.md #6: a lease is extended only while live; a run times out only when expired
   it("a heartbeat racing a sweep at the expiry instant: the lease is extended or the lock recovered, never both", async () => {
     const co = await createCompany(h, 1);
     const agent = co.agents[0]!;
@@ -167,6 +174,8 @@ describe("recovery sweep", () => {
     expect(tally, "the rounds checked").toMatchObject({ kept: expect.any(Number), recovered: expect.any(Number) });
   });
 
+  // docs/invariants.md #6: a lease is extended only while live; a run times out only when expired
+  // docs/invariants.md #8: dead runs never strand work, and recovery never touches a live lock
   it("a live run heartbeating through many sweeps keeps its lock", async () => {
     const co = await createCompany(h, 1);
     const agent = co.agents[0]!;
@@ -218,6 +227,7 @@ describe("recovery sweep", () => {
 });
 
 describe("a dead run whose row is busy", () => {
+  // docs/invariants.md #5: a dead run can never take a lock or act
   it("is timed out and its locks freed in one sweep, which waits for its agent's statement (FOR SHARE) instead of skipping it", async () => {
     const co = await createCompany(h, 1);
     const dead = await heldIssues(co, 0, 2, 1);

@@ -4,8 +4,8 @@
 // changed nothing, by a fingerprint of every table.
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Client, createCompany, Ops, startHarness } from "./helpers/harness.js";
-import type { Company, GraphQLResponse, Harness } from "./helpers/harness.js";
+import { Client, createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Company, GraphQLResponse, Harness } from "../helpers/harness.js";
 
 let h: Harness;
 /** Two agents; the scene of the agent and board checks. */
@@ -430,6 +430,7 @@ describe("agent key", () => {
 });
 
 describe("keys", () => {
+  // docs/invariants.md #14: keys and names
   it("are long, random, distinct, and stored only as a hash", async () => {
     const boardKeys = [acme.board.token!, globex.board.token!];
     for (let i = 0; i < 3; i++) boardKeys.push((await h.admin.ok(Ops.CreateCompanyDocument, { name: `Keyco ${i}` })).createCompany.boardKey);

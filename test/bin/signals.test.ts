@@ -7,11 +7,11 @@ import type { ChildProcess } from "node:child_process";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { createTestDatabase } from "./helpers/db.js";
-import type { TestDatabase } from "./helpers/db.js";
-import { eventually } from "./helpers/race.js";
+import { createTestDatabase } from "../helpers/db.js";
+import type { TestDatabase } from "../helpers/db.js";
+import { eventually } from "../helpers/race.js";
 
-const ROOT = path.resolve(import.meta.dirname, "..");
+const ROOT = path.resolve(import.meta.dirname, "../..");
 let database: TestDatabase;
 const started: ChildProcess[] = [];
 

@@ -7,12 +7,12 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sweep } from "../src/locks/sweep.js";
-import { createCompany, Ops, startHarness } from "./helpers/harness.js";
-import type { Company, Harness } from "./helpers/harness.js";
-import { eventually } from "./helpers/race.js";
+import { sweep } from "../../src/locks/sweep.js";
+import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Company, Harness } from "../helpers/harness.js";
+import { eventually } from "../helpers/race.js";
 
-const ROOT = path.resolve(import.meta.dirname, "..");
+const ROOT = path.resolve(import.meta.dirname, "../..");
 let h: Harness;
 const scratch = mkdtempSync(path.join(tmpdir(), "baton-cli-"));
 const children: ChildProcess[] = [];

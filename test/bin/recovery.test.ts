@@ -67,6 +67,7 @@ const recovery = (args: string[] = [], env: Record<string, string | undefined> =
 const parsed = (p: Proc) => p.lines.flatMap((l) => { try { return [JSON.parse(l) as Record<string, unknown>]; } catch { return []; } });
 
 describe("recovery, with real processes", () => {
+  // docs/invariants.md #8: dead runs never strand work, and recovery never touches a live lock
   it("agents killed with SIGKILL at any moment strand nothing beyond lease + one interval, with three recovery loops running", async () => {
     const co = await createCompany(h, 4);
     await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 400 }, (_, i) => ({ title: `job ${i}`, maxAttempts: 100 })) });
@@ -104,6 +105,7 @@ describe("recovery, with real processes", () => {
     for (const l of loops) expect(parsed(l).some((e) => e.msg === "recovery stopping after the current statement")).toBe(true);
   });
 
+  // docs/invariants.md #8: dead runs never strand work, and recovery never touches a live lock
   it("three `recovery --once` processes at once over hundreds of dead locks: one event per recovered issue", async () => {
     const co = await createCompany(h, 3);
     const runs: string[] = [];

@@ -3,8 +3,8 @@
 // WebSocket, and none is the server's fault (no 5xx, no 4500, no stack).
 import WebSocket from "ws";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { createCompany, startHarness } from "./helpers/harness.js";
-import type { Company, Harness } from "./helpers/harness.js";
+import { createCompany, startHarness } from "../helpers/harness.js";
+import type { Company, Harness } from "../helpers/harness.js";
 
 let h: Harness;
 let co: Company;

@@ -3,15 +3,15 @@
 // connection was lost mid-statement), never INTERNAL_SERVER_ERROR, never a
 // stack; and the log says it without one either.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
-import type { App } from "../src/app.js";
-import { connectDb } from "../src/db/client.js";
-import type { DbHandle } from "../src/db/client.js";
-import { createInProcessBus } from "../src/events/bus.js";
-import { ADMIN_TOKEN, Client, startHarness } from "./helpers/harness.js";
-import type { Harness } from "./helpers/harness.js";
-import { startPgProxy } from "./helpers/pgProxy.js";
-import type { PgProxy } from "./helpers/pgProxy.js";
+import { buildApp } from "../../src/app.js";
+import type { App } from "../../src/app.js";
+import { connectDb } from "../../src/db/client.js";
+import type { DbHandle } from "../../src/db/client.js";
+import { createInProcessBus } from "../../src/events/bus.js";
+import { ADMIN_TOKEN, Client, startHarness } from "../helpers/harness.js";
+import type { Harness } from "../helpers/harness.js";
+import { startPgProxy } from "../helpers/pgProxy.js";
+import type { PgProxy } from "../helpers/pgProxy.js";
 
 let h: Harness;
 let proxy: PgProxy;

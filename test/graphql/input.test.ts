@@ -7,8 +7,8 @@ import { randomUUID } from "node:crypto";
 import { getIntrospectionQuery, print } from "graphql";
 import type { DocumentNode } from "graphql";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createCompany, Ops, startHarness } from "./helpers/harness.js";
-import type { Client, Company, GraphQLResponse, Harness } from "./helpers/harness.js";
+import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Client, Company, GraphQLResponse, Harness } from "../helpers/harness.js";
 
 let h: Harness;
 let acme: Company;
@@ -168,6 +168,7 @@ describe("non-UUID ids", () => {
 });
 
 describe("issue titles", () => {
+  // docs/invariants.md #14: keys and names
   it("empty, blank or over 500 characters is BAD_USER_INPUT, and nothing is created or edited", async () => {
     await unchanged(async () => {
       for (const title of ["", " ", "   \t\n  ", "x".repeat(501), "é".repeat(501), "🦀".repeat(501)]) {
@@ -204,6 +205,7 @@ describe("issue titles", () => {
     expect(wrong).toEqual([]);
   });
 
+  // docs/invariants.md #14: keys and names
   it("500 characters is fine, counted as PostgreSQL counts them (an emoji is one character, though two UTF-16 units)", async () => {
     for (const title of ["y".repeat(500), "🦀".repeat(500)]) {
       const before = await issueCount();

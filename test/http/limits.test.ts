@@ -11,10 +11,10 @@ import { request as httpRequest } from "node:http";
 import pg from "pg";
 import WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { whileWatching } from "./helpers/healthWatch.js";
-import { eventually } from "./helpers/race.js";
-import { startServerProcess } from "./helpers/serverProcess.js";
-import type { ServerProcess } from "./helpers/serverProcess.js";
+import { whileWatching } from "../helpers/healthWatch.js";
+import { eventually } from "../helpers/race.js";
+import { startServerProcess } from "../helpers/serverProcess.js";
+import type { ServerProcess } from "../helpers/serverProcess.js";
 
 const HEALTH_DEADLINE_MS = 1_000;
 const ALLOWED_ORIGIN = "https://board.example.com";

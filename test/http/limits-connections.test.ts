@@ -5,9 +5,9 @@
 // 100,000 deliveries.
 import WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { eventually } from "./helpers/race.js";
-import { startServerProcess } from "./helpers/serverProcess.js";
-import type { ServerProcess } from "./helpers/serverProcess.js";
+import { eventually } from "../helpers/race.js";
+import { startServerProcess } from "../helpers/serverProcess.js";
+import type { ServerProcess } from "../helpers/serverProcess.js";
 
 // Per socket keeps its default (100); the others are lowered so that the test opens fewer.
 const PER_KEY = 150;
