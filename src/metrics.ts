@@ -104,7 +104,7 @@ export class Metrics {
       });
       new Gauge({
         name: "baton_oldest_open_transaction_seconds",
-        help: "Age of the database's oldest open transaction that holds a transaction id: lock events committed after it began wait for it to end (needs pg_read_all_stats to see other roles' sessions).",
+        help: "Age of the oldest open transaction in Baton's database that holds a transaction id: lock events committed after it began wait for it to end (needs pg_read_all_stats to see other roles' sessions).",
         registers: [this.registry],
         async collect() {
           this.set(await ledger.oldestTransactionSeconds().catch(() => 0));

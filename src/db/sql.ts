@@ -101,7 +101,7 @@ export const stampEvent = (alias: string): string => `last_event_xid = baton_eve
  *
  * Invariant: an event's seq is its transaction's xid × 2^20 plus its position
  * in the statement (baton_event_seq), so every event of an older transaction
- * sorts first, and readers, who see only seqs below their snapshot's xmin
+ * sorts first, and readers, who see only seqs below their snapshot's horizon
  * (baton_event_horizon), never see a seq appear below one they were given.
  * No lock is taken: commits of one company no longer wait for each other.
  * baton_event_seq refuses a source row whose issue was not stamped

@@ -82,7 +82,7 @@ export class LedgerReader {
     const row = await queryOne<{ s: number | null }>(
       this.db,
       sql`SELECT extract(epoch FROM clock_timestamp() - least(
-                   (SELECT min(xact_start) FROM pg_stat_activity WHERE backend_xid IS NOT NULL),
+                   (SELECT min(xact_start) FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND datname = current_database()),
                    (SELECT min(prepared) FROM pg_prepared_xacts)))::float8 AS s`,
     );
     return row.s ?? 0;

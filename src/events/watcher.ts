@@ -26,7 +26,7 @@ interface PollRow {
   held_ms: number | null;
 }
 
-/** The session most likely to hold delivery back: the oldest open transaction that has an xid. */
+/** The session most likely to hold delivery back: the oldest open transaction of this database that has an xid. */
 interface Holder {
   pid: number | null;
   usename: string | null;
@@ -108,7 +108,8 @@ export class LedgerWatcher {
                extract(epoch FROM clock_timestamp() - a.xact_start)::float8 AS open_s,
                (SELECT p.gid FROM pg_prepared_xacts p ORDER BY age(p.transaction) DESC LIMIT 1) AS prepared_gid
           FROM (SELECT 1) one
-          LEFT JOIN LATERAL (SELECT * FROM pg_stat_activity s WHERE s.backend_xid IS NOT NULL
+          LEFT JOIN LATERAL (SELECT * FROM pg_stat_activity s
+                              WHERE s.backend_xid IS NOT NULL AND s.datname = current_database()
                               ORDER BY age(s.backend_xid) DESC LIMIT 1) a ON true`),
     ).catch(() => undefined);
     this.log("warn", "lock events are held back by an open transaction: subscribers receive them when it ends", {

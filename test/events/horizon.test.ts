@@ -15,6 +15,7 @@ import { createInProcessBus } from "../../src/events/bus.js";
 import { appendEvents, sql } from "../../src/db/sql.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
+import { ADMIN_DATABASE_URL } from "../helpers/db.js";
 import { eventually } from "../helpers/race.js";
 import { Subscriber } from "../helpers/subscriber.js";
 
@@ -146,6 +147,23 @@ it("a statement that appends an event for an issue it did not stamp fails, and c
     SELECT (SELECT list FROM events) AS events`;
   await expect(h.db.prisma.$queryRaw(forgetful)).rejects.toThrow(/did not stamp/);
   expect(await h.snapshot()).toEqual(before);
+});
+
+it("a transaction open in another database of the cluster holds nothing back: it cannot write this ledger", async () => {
+  const co = await createCompany(h, 1);
+  const { claim } = await claimer(co, 1);
+  const elsewhere = new pg.Client({ connectionString: ADMIN_DATABASE_URL, application_name: "another-app" });
+  await elsewhere.connect();
+  try {
+    await elsewhere.query("BEGIN");
+    await elsewhere.query("SELECT pg_current_xact_id()"); // an xid older than the claim's, in the admin database
+    await claim();
+    await h.settled(co.id); // final though that transaction is still open
+    expect((await co.board.ok(Ops.LockEventsDocument, { companyId: co.id })).lockEvents.map((e) => e.kind)).toEqual(["CLAIMED"]);
+  } finally {
+    await elsewhere.query("ROLLBACK");
+    await elsewhere.end();
+  }
 });
 
 it("a long-open transaction that holds events back is reported: a gauge, and a warning naming it", async () => {

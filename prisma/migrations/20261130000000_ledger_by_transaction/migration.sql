@@ -6,10 +6,11 @@
 --   seq = xid * 2^20 + position within the statement
 --
 -- where xid is pg_current_xact_id() of the writing transaction. A reader sees
--- only events with seq < baton_event_horizon(), the xmin of its own snapshot
--- shifted the same way: every transaction with a smaller xid has ended, so no
--- event below the horizon can still appear, and a reader that resumes after a
--- seq it was given never skips one. Seqs are increasing, not gapless.
+-- only events with seq < baton_event_horizon(): the oldest transaction its own
+-- snapshot saw in progress (that could write this ledger), shifted the same
+-- way. Every transaction with a smaller xid has ended, so no event below the
+-- horizon can still appear, and a reader that resumes after a seq it was given
+-- never skips one. Seqs are increasing, not gapless.
 --
 -- Events of one issue must also be numbered in the order they happened. A
 -- transaction can take its xid (at its first row lock) and then wait for an
@@ -58,11 +59,26 @@ CREATE FUNCTION "baton_event_seq"("stamp" xid8, "position" bigint) RETURNS bigin
               ELSE baton_bad_event(stamp, position) END
 $$;
 
--- The reader's horizon: events below it are final (their transactions, and
--- every older one, have ended). Taken from the snapshot of the calling
--- statement, so it matches exactly the rows that statement sees.
+-- The reader's horizon: events below it are final. Taken from the snapshot
+-- of the calling statement, so it matches exactly the rows that statement
+-- sees: the oldest transaction the snapshot saw in progress, or, with none,
+-- the snapshot's xmax (every older transaction had ended). A transaction in
+-- progress that is running in another database right now cannot write this
+-- ledger and is skipped; one whose database cannot be seen (it has ended
+-- since, or the role may not read other sessions' backend_xid: grant
+-- pg_read_all_stats) counts, to be safe. So a long transaction elsewhere on
+-- the cluster delays nothing here, for a role that can see it.
 CREATE FUNCTION "baton_event_horizon"() RETURNS bigint LANGUAGE sql STABLE AS $$
-  SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1048576
+  WITH snap AS (SELECT pg_current_snapshot() AS s),
+  elsewhere AS (
+    SELECT a.backend_xid FROM pg_stat_activity a
+     WHERE a.backend_xid IS NOT NULL AND a.datname IS DISTINCT FROM current_database()
+  )
+  SELECT coalesce(
+           (SELECT min(x) FROM snap, pg_snapshot_xip(snap.s) AS x
+             WHERE xid(x) NOT IN (SELECT backend_xid FROM elsewhere)),
+           (SELECT pg_snapshot_xmax(snap.s) FROM snap)
+         )::text::bigint * 1048576
 $$;
 
 -- Above every seq committed before the calling statement began: the
