@@ -241,6 +241,28 @@ describe("board key", () => {
   });
 });
 
+describe("names", () => {
+  // docs/invariants.md #14: keys and names
+  it("an agent's name is unique within its company once normalised, and names are 1–200 characters: BAD_USER_INPUT, nothing created", async () => {
+    const company = await createCompany(h, 0);
+    const other = await createCompany(h, 0);
+    await company.board.ok(Ops.CreateAgentDocument, { name: "Ada Lovelace" });
+    const before = await h.snapshot();
+    for (const twin of ["ada lovelace", "  ADA   LOVELACE ", "Ada-Lovelace"]) {
+      expect(await company.board.errorCode(Ops.CreateAgentDocument, { name: twin }), twin).toBe("BAD_USER_INPUT");
+    }
+    for (const name of ["", "   ", "x".repeat(201)]) {
+      expect(await company.board.errorCode(Ops.CreateAgentDocument, { name }), `agent name of ${name.length}`).toBe("BAD_USER_INPUT");
+      expect(await h.admin.errorCode(Ops.CreateCompanyDocument, { name }), `company name of ${name.length}`).toBe("BAD_USER_INPUT");
+    }
+    expect(await h.snapshot()).toEqual(before);
+    // The same name in another company is another agent; 200 characters is fine.
+    await other.board.ok(Ops.CreateAgentDocument, { name: "Ada Lovelace" });
+    await company.board.ok(Ops.CreateAgentDocument, { name: "y".repeat(200) });
+    await h.admin.ok(Ops.CreateCompanyDocument, { name: "z".repeat(200) });
+  });
+});
+
 describe("agent key", () => {
   it("works the whole life cycle with its own runs", async () => {
     const agent = acme.agents[0]!;
