@@ -86,9 +86,29 @@ export async function migrate(databaseUrl: string, dir = MIGRATIONS_DIR): Promis
       }
       applied.push(m.name);
     }
+    await refuseLedgerAhead(client);
   } finally {
     await client.query("SELECT pg_advisory_unlock($1)", [PRISMA_MIGRATE_LOCK]).catch(() => {});
     await client.end().catch(() => {});
   }
   return applied;
+}
+
+/**
+ * Seqs and issue stamps are made from transaction ids (docs/events.md, "How
+ * seq is made"), so they only work on the cluster that wrote them, or a
+ * physical copy of it. A logical copy (pg_dump, logical replication) starts
+ * at lower ids: every change would then fail its stamp, and new seqs would
+ * sort before old ones. Refuse to start on one, rather than fail every claim.
+ */
+async function refuseLedgerAhead(client: pg.Client): Promise<void> {
+  const { rows } = await client.query<{ ahead: boolean | null }>(
+    `SELECT (SELECT max(last_event_xid) FROM issues) >= pg_snapshot_xmax(pg_current_snapshot()) AS ahead`,
+  );
+  if (rows[0]?.ahead) {
+    throw new MigrationError(
+      "the ledger is ahead of this cluster's transaction ids (a pg_dump restore or a logical replica?): " +
+        "Baton needs the cluster that wrote it, or a physical copy of it (docs/events.md, How seq is made)",
+    );
+  }
 }

@@ -14,6 +14,8 @@ import type { LockEvent } from "../domain/types.js";
 
 export interface LedgerPage {
   readonly events: readonly LockEvent[];
+  /** Every event below it is final: one not in a short page does not exist. */
+  readonly horizon: bigint;
   readonly ceiling: bigint;
   readonly startedAt: number;
 }
@@ -33,17 +35,19 @@ export class LedgerReader {
   page(companyId: string, afterSeq: bigint, first: number): Promise<LedgerPage> {
     return this.shared(`page:${companyId}:${afterSeq}:${first}`, async () => {
       const startedAt = performance.now();
-      const row = await queryOne<{ events: LockEvent[]; ceiling: string }>(
+      const row = await queryOne<{ events: LockEvent[]; horizon: string; ceiling: string }>(
         this.db,
-        // READ_LEDGER_PAGE: only final events, below the snapshot's horizon (docs/events.md).
+        // READ_LEDGER_PAGE: only final events, below the snapshot's horizon (docs/events.md),
+        // computed once for the statement.
         named("READ_LEDGER_PAGE", sql`
+          WITH h AS MATERIALIZED (SELECT baton_event_horizon() AS horizon, baton_event_ceiling() AS ceiling)
           SELECT coalesce((SELECT json_agg(p.event ORDER BY p.seq) FROM (
                    SELECT e.seq, ${eventJson("e")} AS event FROM lock_events e
-                    WHERE e.company_id = ${companyId}::uuid AND e.seq > ${afterSeq.toString()}::bigint AND e.seq < baton_event_horizon()
+                    WHERE e.company_id = ${companyId}::uuid AND e.seq > ${afterSeq.toString()}::bigint AND e.seq < (SELECT horizon FROM h)
                     ORDER BY e.seq LIMIT ${first}::int) p), '[]'::json) AS events,
-                 baton_event_ceiling()::text AS ceiling`),
+                 (SELECT horizon FROM h)::text AS horizon, (SELECT ceiling FROM h)::text AS ceiling`),
       );
-      return { events: row.events, ceiling: BigInt(row.ceiling), startedAt };
+      return { events: row.events, horizon: BigInt(row.horizon), ceiling: BigInt(row.ceiling), startedAt };
     });
   }
 
@@ -58,7 +62,7 @@ export class LedgerReader {
         this.db,
         named("READ_LEDGER_END", sql`
           SELECT coalesce(max(seq), 0)::text AS seq FROM lock_events
-           WHERE company_id = ${companyId}::uuid AND seq < baton_event_horizon()`),
+           WHERE company_id = ${companyId}::uuid AND seq < (SELECT baton_event_horizon())`),
       );
       return BigInt(row.seq);
     });

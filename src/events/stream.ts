@@ -137,11 +137,16 @@ export class Announcements {
     this.list.push({ seq, at: performance.now() });
     return true;
   }
-  /** Forgets what has been read (at or below `last`) and what a read that began later proved impossible. */
-  settle(last: bigint, page: LedgerPage): void {
+  /**
+   * Forgets what has been read (at or below `last`), what a complete read
+   * (a short page) did not return though it lay below its horizon (so it does
+   * not exist), and what a read that began later proved impossible (at or
+   * above its ceiling).
+   */
+  settle(last: bigint, page: LedgerPage, complete: boolean): void {
     for (let i = this.list.length - 1; i >= 0; i--) {
       const a = this.list[i]!;
-      if (a.seq <= last || (a.seq >= page.ceiling && page.startedAt > a.at)) this.list.splice(i, 1);
+      if (a.seq <= last || (complete && a.seq < page.horizon) || (a.seq >= page.ceiling && page.startedAt > a.at)) this.list.splice(i, 1);
     }
   }
   get waiting(): boolean {
@@ -236,7 +241,7 @@ async function* streamEvents(
           await breathe();
         }
       }
-      announced.settle(last, page);
+      announced.settle(last, page, page.events.length < pageSize);
       if (page.events.length === pageSize) dirty = true; // more to read at once
       else if (announced.waiting) {
         // An announced event is not final yet (an older transaction is still

@@ -76,10 +76,11 @@ export class LedgerWatcher {
       const rows = await queryAll<PollRow>(
         this.db,
         named("WATCH_LEDGER", sql`
+          WITH h AS MATERIALIZED (SELECT baton_event_horizon() AS horizon)
           SELECT c.id::text,
-                 coalesce((SELECT max(e.seq) FROM lock_events e WHERE e.company_id = c.id AND e.seq < baton_event_horizon()), 0)::text AS seq,
+                 coalesce((SELECT max(e.seq) FROM lock_events e WHERE e.company_id = c.id AND e.seq < (SELECT horizon FROM h)), 0)::text AS seq,
                  (SELECT extract(epoch FROM clock_timestamp() - min(e.at)) * 1000 FROM lock_events e
-                   WHERE e.company_id = c.id AND e.seq >= baton_event_horizon())::float8 AS held_ms
+                   WHERE e.company_id = c.id AND e.seq >= (SELECT horizon FROM h))::float8 AS held_ms
             FROM unnest(${[...this.byCompany.keys()]}::uuid[]) AS c(id)`),
       );
       let held = 0;

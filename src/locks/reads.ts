@@ -91,12 +91,9 @@ export async function listRuns(db: Queryable, companyId: string, status: RunStat
 }
 
 /**
- * Committed events with seq > afterSeq, ascending. Safe to resume from: seqs
- * are handed out under the company's row lock, held until commit, so once seq
- * n is visible every smaller seq already is (docs/events.md).
- */
-/**
- * A page of a company's ledger: seq > afterSeq and seq < beforeSeq, ascending,
+ * A page of a company's ledger, final events only (below the statement's
+ * horizon), so it is safe to resume from: no smaller seq can appear later
+ * (docs/events.md, "How seq is made"). A page: seq > afterSeq and seq < beforeSeq, ascending,
  * or newest first (the event tail of a board, paged back with beforeSeq).
  */
 export async function listLockEvents(
@@ -114,7 +111,7 @@ export async function listLockEvents(
          WHERE e.company_id = ${companyId}::uuid
            AND e.seq > ${filter.afterSeq ?? "0"}::bigint
            AND e.seq < ${filter.beforeSeq ?? "9223372036854775807"}::bigint
-           AND e.seq < baton_event_horizon()
+           AND e.seq < (SELECT baton_event_horizon())
            AND (${filter.issueId ?? null}::uuid IS NULL OR e.issue_id = ${filter.issueId ?? null}::uuid)
            AND (${filter.agentId ?? null}::uuid IS NULL OR e.agent_id = ${filter.agentId ?? null}::uuid)
          ORDER BY ${order}

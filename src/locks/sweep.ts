@@ -11,7 +11,7 @@ import type { EventSink } from "../domain/types.js";
 import { CLEAR_LOCKS, attemptsAfterDeath, reopenOrEscalate } from "./fragments.js";
 import type { LockEvent } from "../domain/types.js";
 
-/** Sweepers take turns per batch on this key, so their multi-company event appends never deadlock. */
+/** Sweepers take turns per batch on this key, so two recovery processes never race for the same dead locks. */
 const SWEEP_LOCK_KEY = 0x6261746f; // "bato"
 
 export interface SweepCounts {

@@ -77,6 +77,20 @@ describe("migrations", () => {
   });
 });
 
+describe("the ledger's clock", () => {
+  // docs/invariants.md #12: no reader is given a seq below which an event can still appear
+  it("refuses a database whose issue stamps are ahead of this cluster's transaction ids (a logical copy), and starts once they are not", async () => {
+    const { rows: [company] } = await client.query("INSERT INTO companies (name) VALUES ('copied') RETURNING id");
+    const { rows: [issue] } = await client.query(
+      "INSERT INTO issues (company_id, title, last_event_xid) VALUES ($1, 'from another cluster', (pg_current_xact_id()::text::bigint + 1000000)::text::xid8) RETURNING id",
+      [company.id],
+    );
+    await expect(migrate(database.url)).rejects.toThrow(/ledger is ahead of this cluster's transaction ids/);
+    await client.query("DELETE FROM issues WHERE id = $1", [issue.id]);
+    await expect(migrate(database.url)).resolves.toEqual([]);
+  });
+});
+
 describe("constraints", () => {
   async function companyAndIssue() {
     const { rows: [company] } = await client.query("INSERT INTO companies (name) VALUES ('c') RETURNING id");

@@ -3,15 +3,15 @@
 import { expect, it } from "vitest";
 import { Announcements, Doorbell } from "../../src/events/stream.js";
 
-const page = (ceiling: bigint, startedAt: number) => ({ events: [], ceiling, startedAt });
+const page = (ceiling: bigint, startedAt: number, horizon = 0n) => ({ events: [], horizon, ceiling, startedAt });
 
 it("forgets an announcement once it is read, and keeps one not read yet (held back by an open transaction)", () => {
   const a = new Announcements();
   a.add(10n);
   a.add(20n);
-  a.settle(10n, page(1000n, performance.now() + 1));
+  a.settle(10n, page(1000n, performance.now() + 1), false);
   expect(a.waiting).toBe(true); // 20 is still to come
-  a.settle(20n, page(1000n, performance.now() + 1));
+  a.settle(20n, page(1000n, performance.now() + 1), false);
   expect(a.waiting).toBe(false);
 });
 
@@ -19,9 +19,20 @@ it("forgets a seq no transaction can have written, but only on a read that began
   const a = new Announcements();
   const before = performance.now() - 1;
   a.add(5000n);
-  a.settle(0n, page(1000n, before)); // a shared read that began earlier proves nothing
+  a.settle(0n, page(1000n, before), false); // a shared read that began earlier proves nothing
   expect(a.waiting).toBe(true);
-  a.settle(0n, page(1000n, performance.now() + 1)); // began later, and its ceiling is below: never a committed event
+  a.settle(0n, page(1000n, performance.now() + 1), false); // began later, and its ceiling is below: never a committed event
+  expect(a.waiting).toBe(false);
+});
+
+it("forgets an announcement below a complete read's horizon that the read did not return: no such event exists", () => {
+  const a = new Announcements();
+  a.add(500n);
+  a.settle(100n, page(10_000n, performance.now() - 1000, 400n), true); // horizon below it: it may still come
+  expect(a.waiting).toBe(true);
+  a.settle(100n, page(10_000n, performance.now() - 1000, 600n), false); // a full page proves nothing past itself
+  expect(a.waiting).toBe(true);
+  a.settle(100n, page(10_000n, performance.now() - 1000, 600n), true);
   expect(a.waiting).toBe(false);
 });
 

@@ -65,20 +65,26 @@ $$;
 -- the snapshot's xmax (every older transaction had ended). A transaction in
 -- progress that is running in another database right now cannot write this
 -- ledger and is skipped; one whose database cannot be seen (it has ended
--- since, or the role may not read other sessions' backend_xid: grant
--- pg_read_all_stats) counts, to be safe. So a long transaction elsewhere on
--- the cluster delays nothing here, for a role that can see it.
+-- since, or it is a prepared transaction) counts, to be safe. So a long
+-- transaction elsewhere on the cluster delays nothing here. Primary only: a
+-- standby's snapshots do not list the transactions in progress.
+CREATE FUNCTION "baton_standby_refused"() RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'the lock-event ledger is read from the primary only: a standby''s snapshot does not list the transactions in progress';
+END $$;
+
 CREATE FUNCTION "baton_event_horizon"() RETURNS bigint LANGUAGE sql STABLE AS $$
   WITH snap AS (SELECT pg_current_snapshot() AS s),
   elsewhere AS (
     SELECT a.backend_xid FROM pg_stat_activity a
-     WHERE a.backend_xid IS NOT NULL AND a.datname IS DISTINCT FROM current_database()
+     WHERE a.backend_xid IS NOT NULL AND a.datid IS DISTINCT FROM (SELECT oid FROM pg_database WHERE datname = current_database())
   )
-  SELECT coalesce(
+  SELECT CASE WHEN pg_is_in_recovery() THEN baton_standby_refused() ELSE
+         coalesce(
            (SELECT min(x) FROM snap, pg_snapshot_xip(snap.s) AS x
              WHERE xid(x) NOT IN (SELECT backend_xid FROM elsewhere)),
            (SELECT pg_snapshot_xmax(snap.s) FROM snap)
-         )::text::bigint * 1048576
+         )::text::bigint * 1048576 END
 $$;
 
 -- Above every seq committed before the calling statement began: the
