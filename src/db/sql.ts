@@ -88,7 +88,10 @@ export const eventJson = (alias: string): Sql => raw(jsonObject(alias, EVENT_COL
  * xid) if the issue's last event came from a younger transaction. That keeps
  * one issue's events in the order they happened (docs/events.md).
  */
-export const stampEvent = (alias: string): string => `last_event_xid = baton_event_xid(${alias}.last_event_xid)`;
+export const stampEvent = (alias: string, onlyWhen?: string): string =>
+  onlyWhen === undefined
+    ? `last_event_xid = baton_event_xid(${alias}.last_event_xid)`
+    : `last_event_xid = CASE WHEN ${onlyWhen} THEN baton_event_xid(${alias}.last_event_xid) ELSE ${alias}.last_event_xid END`;
 
 /**
  * The ledger append, as CTEs to put after a CTE named `source` whose rows are

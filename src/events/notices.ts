@@ -6,7 +6,6 @@
 // Redis outage, or when more than `maxPending` distinct ids piled up unread
 // (both SUBSCRIPTION_OVERFLOW).
 import type { EventBus } from "./bus.js";
-import { SubscriptionOverflowError } from "./stream.js";
 
 /** How long the answer waits for the bus to confirm it listens (Redis may be away). */
 const WATCH_WAIT_MS = 2000;
@@ -16,6 +15,11 @@ const WATCH_WAIT_MS = 2000;
  * no notice committed after the answer starts can be missed; if Redis is
  * away, after WATCH_WAIT_MS, and the subscription then ends when it returns.
  */
+/** An issuesChanged subscription that may have lost notices it cannot replay: the client reads the issues again. */
+export class SubscriptionOverflowError extends Error {
+  override name = "SubscriptionOverflowError";
+}
+
 export async function issueNotices(
   bus: EventBus,
   companyId: string,

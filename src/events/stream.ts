@@ -108,19 +108,13 @@ export function lockEventStream(
  */
 const breathe = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-/** A subscription that may have lost messages it cannot replay (issuesChanged; see notices.ts). */
-export class SubscriptionOverflowError extends Error {
-  override name = "SubscriptionOverflowError";
-}
-
 /**
  * Back-off while an announced event is not readable yet (an older
  * transaction is still open): doubling from 2 ms to 50 ms, and once the
  * event has been held back for 2 s (a long-open transaction, see
  * docs/events.md), once a second, for as long as it takes. An announcement is
- * dropped only once it is read, or once a read that began after it shows
- * that no transaction can have written it (whatever can publish to Redis can
- * publish nonsense).
+ * dropped only once a read shows it will never come (Announcements.settle):
+ * whatever can publish to Redis can publish nonsense.
  */
 const FIRST_RETRY_MS = 2;
 const BRISK_RETRY_MS = 50;
@@ -218,7 +212,7 @@ async function* streamEvents(
   try {
     // Subscribed first, then the starting point: nothing committed in between is missed.
     last = filter.afterSeq != null ? BigInt(filter.afterSeq) : await ledger.lastSeq(filter.companyId);
-    dirty = filter.afterSeq != null;
+    dirty ||= filter.afterSeq != null; // (a reconnect while starting has set it already)
     let retryMs = 0;
     let heldSince = 0;
     for (;;) {

@@ -7,7 +7,7 @@
 // clients (GraphQL over HTTP) and anything else 4xx; malformed bodies and
 // limits stay 4xx here.
 import { GraphQLError } from "graphql";
-import { SubscriptionOverflowError } from "../events/stream.js";
+import { SubscriptionOverflowError } from "../events/notices.js";
 import { LimitExceededError } from "../limits.js";
 import { ForbiddenError, InvalidInputError } from "../domain/errors.js";
 import type { Logger } from "../log.js";

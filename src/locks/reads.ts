@@ -105,9 +105,9 @@ export async function listLockEvents(
   const order = raw(filter.newestFirst === true ? "e.seq DESC" : "e.seq");
   const rows = await queryAll<{ event: LockEvent }>(
     db,
-    // READ_LEDGER_PAGE: only final events, below the snapshot's horizon (docs/events.md),
+    // LIST_LOCK_EVENTS: only final events, below the snapshot's horizon (docs/events.md),
     // so a reader that resumes after the last seq of a page never skips one.
-    named("READ_LEDGER_PAGE", sql`SELECT ${eventJson("e")} AS event FROM lock_events e
+    named("LIST_LOCK_EVENTS", sql`SELECT ${eventJson("e")} AS event FROM lock_events e
          WHERE e.company_id = ${companyId}::uuid
            AND e.seq > ${filter.afterSeq ?? "0"}::bigint
            AND e.seq < ${filter.beforeSeq ?? "9223372036854775807"}::bigint

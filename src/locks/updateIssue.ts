@@ -1,6 +1,6 @@
 // updateIssue: the board edits an issue and moves it through the part of the
 // life cycle that belongs to the board (docs/lifecycle.md).
-import { appendEvents, issueJson, named, raw, sql } from "../db/sql.js";
+import { appendEvents, issueJson, named, raw, sql, stampEvent } from "../db/sql.js";
 import { commitChange } from "./commit.js";
 import type { LockDeps } from "./deps.js";
 import { boardLockedIssueCte, reopenOrEscalate } from "./fragments.js";
@@ -98,7 +98,7 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
              execution_agent_name_key = CASE WHEN n.status = 'IN_PROGRESS' THEN i.execution_agent_name_key END,
              execution_locked_at = CASE WHEN n.status = 'IN_PROGRESS' THEN i.execution_locked_at END,
              -- only a status change writes an event (status_changed below)
-             last_event_xid = CASE WHEN n.status <> i.status THEN baton_event_xid(i.last_event_xid) ELSE i.last_event_xid END,
+             ${raw(stampEvent("i", "n.status <> i.status"))},
              updated_at = now()
         FROM verdict v, next n, cur c LEFT JOIN heartbeat_runs h ON h.id = c.checkout_run_id
        WHERE i.id = c.id AND n.id = c.id AND v.verdict = 'UPDATE'
