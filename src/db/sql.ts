@@ -21,8 +21,10 @@ export type Sql = Prisma.Sql;
 
 type Columns = ReadonlyArray<readonly [field: string, column: string]>;
 
+/** A column is a name, or an expression over the row written with `{row}`. */
 function jsonObject(alias: string, columns: Columns): string {
-  return `json_build_object(${columns.map(([f, c]) => `'${f}', ${alias}.${c}`).join(", ")})`;
+  const value = (c: string) => (c.includes("{row}") ? c.replaceAll("{row}", alias) : `${alias}.${c}`);
+  return `json_build_object(${columns.map(([f, c]) => `'${f}', ${value(c)}`).join(", ")})`;
 }
 
 const ISSUE_COLUMNS: Columns = [
@@ -32,6 +34,8 @@ const ISSUE_COLUMNS: Columns = [
   ["description", "description"],
   ["status", "status"],
   ["priority", "priority"],
+  // '' is the unkeyed pool (prisma/migrations/…_concurrency_keys)
+  ["concurrencyKey", "NULLIF({row}.concurrency_key, '')"],
   ["assigneeAgentId", "assignee_agent_id"],
   ["checkoutRunId", "checkout_run_id"],
   ["executionRunId", "execution_run_id"],

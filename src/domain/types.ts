@@ -32,6 +32,8 @@ export interface Issue {
   description: string | null;
   status: IssueStatus;
   priority: IssuePriority;
+  /** null: the company's unkeyed pool. */
+  concurrencyKey: string | null;
   assigneeAgentId: string | null;
   checkoutRunId: string | null;
   executionRunId: string | null;

@@ -36,6 +36,23 @@ export function validateMaxAttempts(maxAttempts: number | null): asserts maxAtte
   }
 }
 
+export const MAX_CONCURRENCY_KEY_LENGTH = 200;
+export const MAX_CONCURRENCY_LIMIT = 10_000;
+
+/** A concurrency key: 1..200 characters, compared exactly (no trimming, no case folding). */
+export function validateConcurrencyKey(name: string, key: string): string {
+  if (key.length === 0) throw new InvalidInputError(`${name} must not be empty (leave it out, or null, for the unkeyed pool)`);
+  return validateText(name, key, MAX_CONCURRENCY_KEY_LENGTH);
+}
+
+/** A key's limit on active issues: 1..10000. */
+export function validateConcurrencyLimit(maxActive: number): number {
+  if (!Number.isInteger(maxActive) || maxActive < 1 || maxActive > MAX_CONCURRENCY_LIMIT) {
+    throw new InvalidInputError(`maxActive must be between 1 and ${MAX_CONCURRENCY_LIMIT} (null removes the limit)`);
+  }
+  return maxActive;
+}
+
 export function isUuid(value: string): boolean {
   return UUID.test(value);
 }

@@ -35,7 +35,8 @@ import { MAX_CLAIM_BATCH } from "../locks/claimIssues.js";
 import { MAX_ISSUES_PER_CALL } from "../locks/createIssues.js";
 import { MAX_RELEASE_BATCH, MAX_REASON_LENGTH } from "../locks/releaseIssues.js";
 import { ISSUE_STATUSES } from "../domain/types.js";
-import { MAX_DESCRIPTION_LENGTH, MAX_TITLE_LENGTH } from "../domain/validate.js";
+import { MAX_CONCURRENCY_KEY_LENGTH, MAX_DESCRIPTION_LENGTH, MAX_TITLE_LENGTH } from "../domain/validate.js";
+import { MAX_LIMITED_KEYS } from "../locks/concurrencyLimits.js";
 import { limitError } from "./documents.js";
 import { PAGE_LIMITS } from "./queries.js";
 
@@ -57,6 +58,7 @@ export const ROWS: Record<string, (args: Args) => number> = {
   "Query.runs": (a) => rows(a.first, PAGE_LIMITS.runs),
   "Query.lockEvents": (a) => rows(a.first, PAGE_LIMITS.lockEvents),
   "Query.agents": () => AGENTS_ESTIMATE,
+  "Query.concurrencyLimits": () => MAX_LIMITED_KEYS,
   "Query.companies": (a) => rows(a.first, PAGE_LIMITS.companies),
   "Mutation.claimIssues": (a) => rows(a.limit, { fallback: 1, max: MAX_CLAIM_BATCH }),
   "Mutation.createIssues": (a) => rows(Array.isArray(a.inputs) ? a.inputs.length : 1, { fallback: 1, max: MAX_ISSUES_PER_CALL }),
@@ -80,6 +82,9 @@ export const SIZED_BY_PARENT = new Set([
 const STRING_LENGTHS: Record<string, number> = {
   "Issue.description": MAX_DESCRIPTION_LENGTH,
   "Issue.title": MAX_TITLE_LENGTH,
+  "Issue.concurrencyKey": MAX_CONCURRENCY_KEY_LENGTH,
+  "ConcurrencyLimit.key": MAX_CONCURRENCY_KEY_LENGTH,
+  "ConcurrencyLimitReached.key": MAX_CONCURRENCY_KEY_LENGTH,
   "LockEvent.reason": MAX_REASON_LENGTH,
 };
 const DEFAULT_STRING_LENGTH = NAME_LENGTH;

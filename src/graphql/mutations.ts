@@ -5,6 +5,7 @@ import { acquireExecution } from "../locks/acquireExecution.js";
 import { claimIssue } from "../locks/claimIssue.js";
 import { claimIssues } from "../locks/claimIssues.js";
 import { releaseIssues } from "../locks/releaseIssues.js";
+import { setConcurrencyLimit } from "../locks/concurrencyLimits.js";
 import { createIssues } from "../locks/createIssues.js";
 import { forceReleaseIssue } from "../locks/forceReleaseIssue.js";
 import { releaseIssue } from "../locks/releaseIssue.js";
@@ -16,6 +17,7 @@ import { builder } from "./builder.js";
 import { requireAdmin, requireAgent, requireBoard } from "./context.js";
 import { validateId } from "../domain/validate.js";
 import { IssueStatusEnum, ReleaseOutcomeEnum, RunStatusEnum } from "./types/enums.js";
+import { ConcurrencyLimitRef } from "./types/concurrencyLimit.js";
 import { CreateIssueInputRef, IssueRef, UpdateIssueInputRef } from "./types/issue.js";
 import {
   AcquireExecutionResultRef,
@@ -105,6 +107,14 @@ builder.mutationFields((t) => ({
       forceReleaseIssue(ctx.services.locks, requireBoard(ctx), { issueId: validateId("issueId", issueId), reason }).then((r) =>
         ctx.services.metrics.outcome("forceReleaseIssue", r),
       ),
+  }),
+
+  setConcurrencyLimit: t.field({
+    type: ConcurrencyLimitRef,
+    nullable: true,
+    description: "Caps how many issues of `key` may be CLAIMED or IN_PROGRESS at once (1..10000); null removes the cap (and answers null). A cap below the current count takes nothing away: it stops new claims of the key until the count falls.",
+    args: { key: t.arg.string({ required: true }), maxActive: t.arg.int() },
+    resolve: (_root, { key, maxActive }, ctx) => setConcurrencyLimit(ctx.services.db, requireBoard(ctx), key, maxActive ?? null),
   }),
 
   runHeartbeat: t.field({

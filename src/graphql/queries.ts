@@ -1,11 +1,13 @@
 import { getCompany, getRun, listAgents, listCompanies, listIssues, listLockEvents, listRuns } from "../locks/reads.js";
 import { getIssues } from "../locks/reads.js";
 import { lockAudit } from "../locks/lockAudit.js";
+import { listConcurrencyLimits } from "../locks/concurrencyLimits.js";
 import { builder } from "./builder.js";
 import { readScope, requireAdmin, requireCompanyOverseer, requireCompanyReader, requirePrincipal } from "./context.js";
 import { InvalidInputError } from "../domain/errors.js";
 import { validateId, validateSeq } from "../domain/validate.js";
 import { AgentRef, CompanyRef, PrincipalRef } from "./types/company.js";
+import { ConcurrencyLimitRef } from "./types/concurrencyLimit.js";
 import { IssueStatusEnum, RunStatusEnum } from "./types/enums.js";
 import { IssueConnectionRef, IssueRef } from "./types/issue.js";
 import { LockAuditRef, LockEventRef } from "./types/lockEvent.js";
@@ -148,6 +150,13 @@ builder.queryFields((t) => ({
         agentId: args.agentId != null ? validateId("agentId", args.agentId) : null,
         first: pageSize("first", args.first, PAGE_LIMITS.lockEvents),
       }),
+  }),
+
+  concurrencyLimits: t.field({
+    type: [ConcurrencyLimitRef],
+    description: "The company's limited concurrency keys, by key, with how many of each key's issues are active now.",
+    args: { companyId: t.arg.id({ required: true }) },
+    resolve: (_root, args, ctx) => listConcurrencyLimits(ctx.services.db, requireCompanyOverseer(ctx, args.companyId)),
   }),
 
   lockAudit: t.field({

@@ -5,6 +5,7 @@ import "./types/enums.js";
 import "./types/company.js";
 import "./types/run.js";
 import "./types/issue.js";
+import "./types/concurrencyLimit.js";
 import "./types/lockEvent.js";
 import "./types/problems.js";
 import "./types/results.js";

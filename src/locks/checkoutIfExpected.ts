@@ -20,6 +20,7 @@ export const CLAIMABLE_STATUSES: readonly IssueStatus[] = ["OPEN", "CLAIMED", "I
 
 export type CheckoutVerdict =
   | "ALREADY_HELD"
+  | "LIMIT_REACHED"
   | "UNEXPECTED_STATUS"
   | "HELD"
   | "ASSIGNED"
@@ -34,6 +35,8 @@ export interface CheckoutAnswer {
   current: Issue | null;
   issue: Issue | null;
   holder: Pick<RunView, "id" | "agentId" | "status" | "live"> | null;
+  /** The key's limit, when the verdict is LIMIT_REACHED. */
+  limit: { key: string; maxActive: number } | null;
   events: LockEvent[];
 }
 
@@ -49,6 +52,10 @@ export interface CheckoutAnswer {
  * newest version of its run row (holder_now, locked), never by the snapshot:
  * another statement may have timed it out meanwhile, and it is still dead.
  * A holder this statement cannot see is younger than its snapshot, hence alive. The checks run in the order docs/lifecycle.md gives.
+ * A claim that makes the issue active refuses a key at its limit
+ * (LIMIT_REACHED); if a concurrent claim takes the key's last slot after this
+ * statement's snapshot, the keys' trigger refuses the change (40001) and the
+ * statement runs again (docs/invariants.md, 13).
  */
 function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: string, expected: IssueStatus[]) {
   return sql`
@@ -81,9 +88,18 @@ function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: 
                   ELSE coalesce((SELECT live FROM holder_now), false) END AS holder_live
         FROM cur
     ),
+    -- The issue's key, if it has a limit. An issue that is not active yet
+    -- would make it one more; an active one (a dead holder's, to adopt)
+    -- would not (docs/lifecycle.md, Concurrency keys).
+    full_key AS (
+      SELECT k.key, k.max_active FROM concurrency_keys k JOIN cur ON k.company_id = cur.company_id AND k.key = cur.concurrency_key
+       WHERE k.max_active IS NOT NULL AND k.active >= k.max_active
+         AND cur.status NOT IN ('CLAIMED', 'IN_PROGRESS')
+    ),
     verdict AS (
       SELECT CASE
         WHEN s.checkout_run_id = ${runId}::uuid THEN 'ALREADY_HELD'
+        WHEN EXISTS (SELECT 1 FROM full_key) THEN 'LIMIT_REACHED'
         WHEN NOT (s.status = ANY(${expected}::issue_status[]) AND s.status = ANY(${CLAIMABLE_STATUSES}::issue_status[])) THEN 'UNEXPECTED_STATUS'
         WHEN s.holder_live THEN 'HELD'
         WHEN s.assignee_agent_id IS NOT NULL AND s.assignee_agent_id <> ${actor.agentId}::uuid THEN 'ASSIGNED'
@@ -118,6 +134,7 @@ function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: 
            (SELECT ${issueJson("c")} FROM cur c) AS current,
            (SELECT ${issueJson("c")} FROM changed c) AS issue,
            (SELECT json_build_object('id', h.id, 'agentId', h.agent_id, 'status', h.status, 'live', h.live) FROM holder h) AS holder,
+           (SELECT json_build_object('key', f.key, 'maxActive', f.max_active) FROM full_key f) AS "limit",
            (SELECT list FROM events) AS events`;
 }
 

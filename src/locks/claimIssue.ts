@@ -55,6 +55,13 @@ async function checkoutNamed(
     case "CLAIM":
     case "ADOPT":
       return { __typename: "IssueClaimed", issue: row.issue!, run, alreadyHeld: false, adopted: row.verdict === "ADOPT" };
+    case "LIMIT_REACHED":
+      return {
+        __typename: "ConcurrencyLimitReached",
+        message: `concurrency key ${row.limit!.key} already has ${row.limit!.maxActive} active issues, its limit`,
+        key: row.limit!.key,
+        maxActive: row.limit!.maxActive,
+      };
     case "UNEXPECTED_STATUS":
       return {
         __typename: "UnexpectedStatus",

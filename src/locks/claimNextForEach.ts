@@ -6,7 +6,8 @@
 import { appendEvents, issueJsonOrNull, named, runViewJson, sql, raw, stampEvent } from "../db/sql.js";
 import { answerEach } from "./commit.js";
 import type { StatementDeps } from "./deps.js";
-import { assignedOrPooled, claimableBy, requestedRunsCte } from "./fragments.js";
+import { IN_CLAIM_ORDER, claimOrderCtes } from "./claimOrder.js";
+import { assignedOrPooled, requestedRunsCte } from "./fragments.js";
 import type { ClaimAnswer, ClaimRequest } from "./requests.js";
 import type { Issue } from "../domain/types.js";
 
@@ -20,19 +21,22 @@ import type { Issue } from "../domain/types.js";
  *  - `run` reads every named run FOR SHARE, in id order (as claimIssue does:
  *    finishRun and the sweep update the run row first, so a run being ended
  *    cannot take a lock); only requests whose run is live and their own may claim.
- *  - `cand` takes, for each distinct (agent, pool) of the group, the first
- *    `want` claimable issues in claim order with FOR UPDATE SKIP LOCKED:
- *    other transactions' claims are skipped and never waited for, and a row
- *    changed since the snapshot is re-checked on its newest version. `want`
- *    counts the requests that may take a row of that list (the agent's own,
- *    plus every pool request when the list includes the pool): enough for
- *    each of them to find its best remaining row, and no more, because a row
- *    locked here and then not handed out would make a concurrent claimer on
- *    another instance skip it and answer NoIssueAvailable while work is
- *    waiting. Lists may share rows (this statement's own locks do not skip);
- *    `step` hands each row out once.
+ *  - `lists` has one row for each distinct (agent, pool) of the group, and
+ *    `got` (claimOrder.ts) takes for each the first `want` issues in claim
+ *    order (priority, keys in turn, age; never past a key's room) with FOR
+ *    UPDATE SKIP LOCKED: other transactions' claims are skipped and never
+ *    waited for, and a row changed since the snapshot is re-checked on its
+ *    newest version. `want` counts the requests that may take a row of that
+ *    list (the agent's own, plus every pool request when the list includes
+ *    the pool): enough for each of them to find its best remaining row, and
+ *    no more, because a row locked here and then not handed out would make a
+ *    concurrent claimer on another instance skip it and answer
+ *    NoIssueAvailable while work is waiting. Lists may share rows (this
+ *    statement's own locks do not skip); `cand` keeps each row once.
  *  - `step` walks the requests in arrival order, giving each its best
- *    remaining candidate (assignedOrPooled: one its own claim may take).
+ *    remaining candidate (assignedOrPooled: one its own claim may take),
+ *    and no more of a key's issues in all than the key's room: lists are
+ *    chosen separately, the room is shared.
  * One CLAIMED event per claimed issue, all in this one statement.
  */
 export function claimNextForEachStatement(companyId: string, group: ClaimRequest[]) {
@@ -46,19 +50,14 @@ export function claimNextForEachStatement(companyId: string, group: ClaimRequest
     asker AS (
       SELECT q.* FROM req q JOIN run r ON r.id = q.run_id AND r.agent_id = q.agent_id AND r.live
     ),
+    lists AS (
+      SELECT l.agent_id, l.pool,
+             (SELECT count(*) FROM asker a WHERE a.agent_id = l.agent_id OR (l.pool AND a.pool))::int AS want
+        FROM (SELECT DISTINCT agent_id, pool FROM asker) l
+    ),
+    ${claimOrderCtes(companyId)},
     cand AS (
-      SELECT DISTINCT ON (c.id) c.*
-        FROM (SELECT l.agent_id, l.pool,
-                     (SELECT count(*) FROM asker a WHERE a.agent_id = l.agent_id OR (l.pool AND a.pool)) AS want
-                FROM (SELECT DISTINCT agent_id, pool FROM asker) l) g
-        CROSS JOIN LATERAL (
-          SELECT i.id, i.assignee_agent_id, i.priority, i.created_at FROM issues i
-           WHERE i.company_id = ${companyId}::uuid
-             AND ${claimableBy("i", raw("g.agent_id"), raw("g.pool"))}
-           ORDER BY i.priority, i.created_at, i.id
-           LIMIT g.want
-             FOR UPDATE SKIP LOCKED
-        ) c
+      SELECT DISTINCT ON (g.id) g.* FROM got g ORDER BY g.id, ${raw(IN_CLAIM_ORDER("g"))}
     ),
     step AS (
       SELECT 0 AS n, ARRAY[]::uuid[] AS taken, NULL::uuid AS issue_id
@@ -69,7 +68,8 @@ export function claimNextForEachStatement(companyId: string, group: ClaimRequest
           SELECT c.id FROM cand c JOIN asker a ON a.n = s.n + 1
            WHERE ${assignedOrPooled("c", raw("a.agent_id"), raw("a.pool"))}
              AND c.id <> ALL(s.taken)
-           ORDER BY c.priority, c.created_at, c.id
+             AND (c.room IS NULL OR (SELECT count(*) FROM cand t WHERE t.id = ANY(s.taken) AND t.key = c.key) < c.room)
+           ORDER BY ${raw(IN_CLAIM_ORDER("c"))}
            LIMIT 1
         ) p ON true
        WHERE s.n < ${group.length}::int

@@ -6,7 +6,8 @@
 import { appendEvents, issueJson, named, runViewJson, sql, raw, stampEvent } from "../db/sql.js";
 import { commitChange } from "./commit.js";
 import type { StatementDeps } from "./deps.js";
-import { claimableBy, runCte } from "./fragments.js";
+import { IN_CLAIM_ORDER, claimOrderCtes } from "./claimOrder.js";
+import { runCte } from "./fragments.js";
 import type { AgentActor, RunView } from "./types.js";
 import type { Issue, LockEvent } from "../domain/types.js";
 
@@ -18,34 +19,31 @@ export interface ClaimNextAnswer {
 
 /**
  * CLAIM_NEXT_SKIP_LOCKED. Invariant: at most one run holds an issue's checkout.
- * Concurrent claimers lock different rows (SKIP LOCKED): they never wait on
- * each other and never receive the same issue; a row another claimer changed
- * after this statement's snapshot is re-checked against the WHERE (claimableBy:
- * status 'OPEN', attempts left) on its newest version before it can be taken.
+ * The issues are the claim order's (claimOrder.ts: priority, then keys in
+ * turn, then age; never past a key's limit). Concurrent claimers lock
+ * different rows (SKIP LOCKED): they never wait on each other and never
+ * receive the same issue; a row another claimer changed after this
+ * statement's snapshot is re-checked against claimableBy (status 'OPEN',
+ * attempts left) on its newest version before it can be taken.
  * The run is read FOR SHARE, so finishRun (which updates the run row, then
  * releases its issues in a later statement) cannot miss an issue claimed here,
  * and a run that has just been finished or timed out cannot take a lock.
- * The index issues_claimable_idx (or issues_pool_idx with the unassigned pool)
- * serves the ORDER BY directly, so the first unlocked entries are the answer.
  * One ledger row per claimed issue (two with acquireExecution: CLAIMED, then
  * EXECUTION_ACQUIRED), all in this one statement.
  */
 export function claimNextSkipLockedStatement(runId: string, actor: AgentActor, includeUnassigned: boolean, limit = 1, acquire = false) {
   return sql`
     WITH ${runCte(runId, actor, true)},
-    next AS (
-      SELECT i.id FROM issues i
-       WHERE i.company_id = ${actor.companyId}::uuid
-         AND ${claimableBy("i", sql`${actor.agentId}::uuid`, includeUnassigned)}
-         AND EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
-       ORDER BY i.priority, i.created_at, i.id
-       LIMIT ${limit}::int
-         FOR UPDATE SKIP LOCKED
+    lists AS (
+      SELECT ${actor.agentId}::uuid AS agent_id, ${includeUnassigned}::boolean AS pool, ${limit}::int AS want
+       WHERE EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
     ),
+    ${claimOrderCtes(actor.companyId)},
+    next AS (SELECT id FROM got),
     ${acquire ? claimAndStart(runId, actor) : claimOnly(runId, actor)},
     ${appendEvents("changes")}
     SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
-           (SELECT coalesce(json_agg(${issueJson("c")} ORDER BY c.priority, c.created_at, c.id), '[]'::json) FROM changed c) AS issues,
+           (SELECT coalesce(json_agg(${issueJson("c")} ORDER BY ${raw(IN_CLAIM_ORDER("g"))}), '[]'::json) FROM changed c JOIN got g ON g.id = c.id) AS issues,
            (SELECT list FROM events) AS events`;
 }
 

@@ -29,6 +29,7 @@ export interface CheckoutConflict {
 export interface ExecutionConflict { __typename: "ExecutionConflict"; message: string; issueId: string; ownerAgentId: string | null; ownerRunId: string | null }
 export interface UnexpectedStatus { __typename: "UnexpectedStatus"; message: string; issueId: string; status: IssueStatus; expectedStatuses: IssueStatus[] }
 export interface AttemptsExhausted { __typename: "AttemptsExhausted"; message: string; issueId: string; attemptCount: number; maxAttempts: number }
+export interface ConcurrencyLimitReached { __typename: "ConcurrencyLimitReached"; message: string; key: string; maxActive: number }
 export interface NotCheckedOut { __typename: "NotCheckedOut"; message: string; issueId: string }
 export interface NotLockOwner { __typename: "NotLockOwner"; message: string; issueId: string; ownerRunId: string | null }
 export interface RunNotActive { __typename: "RunNotActive"; message: string; runId: string; status: RunStatus | null }
@@ -41,7 +42,15 @@ export interface IssueReleased { __typename: "IssueReleased"; issue: Issue }
 export interface IssueUpdated { __typename: "IssueUpdated"; issue: Issue }
 export interface RunUpdated { __typename: "RunUpdated"; run: Run }
 
-export type ClaimIssueResult = IssueClaimed | NoIssueAvailable | CheckoutConflict | UnexpectedStatus | AttemptsExhausted | RunNotActive | IssueNotFound;
+export type ClaimIssueResult =
+  | IssueClaimed
+  | NoIssueAvailable
+  | CheckoutConflict
+  | UnexpectedStatus
+  | AttemptsExhausted
+  | ConcurrencyLimitReached
+  | RunNotActive
+  | IssueNotFound;
 export type AcquireExecutionResult = ExecutionAcquired | ExecutionConflict | NotCheckedOut | AttemptsExhausted | RunNotActive | IssueNotFound;
 export type ReleaseIssueResult = IssueReleased | NotLockOwner | InvalidTransition | RunNotActive | IssueNotFound;
 export type ForceReleaseResult = IssueReleased | IssueNotFound;

@@ -9,7 +9,7 @@ import type { UpdateIssueResult } from "./types.js";
 import { ISSUE_STATUSES } from "../domain/types.js";
 import { InvalidInputError } from "../domain/errors.js";
 import { issueNotFound } from "./types.js";
-import { validateMaxAttempts, validateTitle, validateDescription } from "../domain/validate.js";
+import { validateConcurrencyKey, validateMaxAttempts, validateTitle, validateDescription } from "../domain/validate.js";
 
 /**
  * The board's moves. Everything else (claim, execution, release) belongs to
@@ -41,9 +41,11 @@ export interface UpdateIssueInput {
   assigneeAgentId?: string | null;
   maxAttempts?: number | null;
   status?: IssueStatus | null;
+  /** undefined keeps the key; null moves the issue to the unkeyed pool. */
+  concurrencyKey?: string | null;
 }
 
-type Verdict = "INVALID" | "EXHAUSTED" | "NO_AGENT" | "UPDATE";
+type Verdict = "INVALID" | "EXHAUSTED" | "KEY_WHILE_ACTIVE" | "NO_AGENT" | "UPDATE";
 
 /**
  * UPDATE_IF_TRANSITION_ALLOWED. Invariant: the status only moves along the
@@ -57,6 +59,7 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
   const set = (value: unknown, column: string, cast: string) =>
     value === undefined ? raw(`i.${column}`) : sql`${value}::${raw(cast)}`;
   const status = input.status ?? null;
+  const key = input.concurrencyKey === undefined ? null : (input.concurrencyKey ?? "");
   return sql`
     WITH ${boardLockedIssueCte(companyId, issueId)},
     asked AS (
@@ -79,6 +82,8 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
       SELECT CASE
         WHEN NOT (n.requested = ANY(${raw(allowedTargets("c"))})) THEN 'INVALID'
         WHEN c.status = 'ESCALATED' AND n.status = 'ESCALATED' AND n.requested = 'OPEN' THEN 'EXHAUSTED'
+        -- an active issue counts against its key's limit: it keeps its key until its hold ends
+        WHEN ${key}::text IS NOT NULL AND ${key}::text <> c.concurrency_key AND c.status IN ('CLAIMED', 'IN_PROGRESS') THEN 'KEY_WHILE_ACTIVE'
         WHEN ${input.assigneeAgentId ?? null}::uuid IS NOT NULL AND NOT EXISTS (
           SELECT 1 FROM agents a WHERE a.id = ${input.assigneeAgentId ?? null}::uuid AND a.company_id = ${companyId}::uuid
         ) THEN 'NO_AGENT'
@@ -91,6 +96,7 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
              description = ${set(input.description, "description", "text")},
              priority = ${set(input.priority, "priority", "issue_priority")},
              assignee_agent_id = ${set(input.assigneeAgentId, "assignee_agent_id", "uuid")},
+             concurrency_key = coalesce(${key}::text, i.concurrency_key),
              max_attempts = n.max_attempts,
              status = n.status,
              checkout_run_id = CASE WHEN n.status IN ('CLAIMED', 'IN_PROGRESS') THEN i.checkout_run_id END,
@@ -124,6 +130,7 @@ export async function updateIssue(
   if (input.maxAttempts !== undefined) validateMaxAttempts(input.maxAttempts);
   if (input.priority === null) throw new InvalidInputError("priority cannot be null");
   if (input.status === null) throw new InvalidInputError("status cannot be null");
+  if (input.concurrencyKey != null) validateConcurrencyKey("concurrencyKey", input.concurrencyKey);
   const row = await commitChange<{ current: Issue | null; verdict: Verdict | null; issue: Issue | null; events: LockEvent[] }>(
     deps,
     named("UPDATE_IF_TRANSITION_ALLOWED", updateStatement(companyId, issueId, input)),
@@ -146,6 +153,14 @@ export async function updateIssue(
       return {
         __typename: "InvalidTransition",
         message: `issue ${issueId} has used ${cur.attemptCount} of ${input.maxAttempts ?? cur.maxAttempts} attempts: raise maxAttempts to reopen it`,
+        issueId,
+        from: cur.status,
+        to,
+      };
+    case "KEY_WHILE_ACTIVE":
+      return {
+        __typename: "InvalidTransition",
+        message: `issue ${issueId} is ${cur.status}: its concurrencyKey can change only when it is not CLAIMED or IN_PROGRESS`,
         issueId,
         from: cur.status,
         to,

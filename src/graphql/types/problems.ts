@@ -57,6 +57,14 @@ export const AttemptsExhaustedRef = problem<T.AttemptsExhausted>("AttemptsExhaus
   }),
 });
 
+export const ConcurrencyLimitReachedRef = problem<T.ConcurrencyLimitReached>("ConcurrencyLimitReached").implement({
+  interfaces: [ProblemRef],
+  fields: (t) => ({
+    key: t.exposeString("key"),
+    maxActive: t.exposeInt("maxActive"),
+  }),
+});
+
 export const NotCheckedOutRef = problem<T.NotCheckedOut>("NotCheckedOut").implement({
   interfaces: [ProblemRef],
   fields: (t) => ({ issueId: t.exposeID("issueId") }),

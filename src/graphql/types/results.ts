@@ -51,6 +51,7 @@ export const ClaimIssueResultRef = builder.unionType("ClaimIssueResult", {
     P.AttemptsExhaustedRef,
     P.RunNotActiveRef,
     P.IssueNotFoundRef,
+    P.ConcurrencyLimitReachedRef,
   ],
   resolveType: byTypename,
 });
