@@ -55,7 +55,7 @@ export interface CheckoutAnswer {
  * A claim that makes the issue active refuses a key at its limit
  * (LIMIT_REACHED); if a concurrent claim takes the key's last slot after this
  * statement's snapshot, the keys' trigger refuses the change (40001) and the
- * statement runs again (docs/invariants.md, 13).
+ * statement runs again (docs/invariants.md, 15).
  */
 function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: string, expected: IssueStatus[]) {
   return sql`

@@ -110,7 +110,7 @@ function longestStretch(keys: string[], left: Record<string, number>): number {
 }
 
 describe("concurrency keys", () => {
-  // docs/invariants.md #14: no key ever has more active issues than its limit
+  // docs/invariants.md #15: no key ever has more active issues than its limit
   it("32 claimers on two instances, single and batch, never take a key past its limit; every issue is claimed exactly once", async () => {
     const co = await createCompany(h, 32);
     const keys = { one: 1, three: 3, free: null } as const;

@@ -62,7 +62,7 @@ CREATE INDEX "issues_key_active_idx" ON "issues"("company_id", "concurrency_key"
 -- bring the rows of the named keys it touched up to date, and refuse a change
 -- that would take a key past its limit.
 --
--- Invariant (docs/invariants.md, 13): no key ever has more active issues than
+-- Invariant (docs/invariants.md, 15): no key ever has more active issues than
 -- max_active. Claims choose keys with room as their snapshot saw them; two
 -- claims racing for a key's last slot both pass that test, and this is where
 -- the second one is stopped. The rows are locked in key order (so two
