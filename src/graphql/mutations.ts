@@ -149,7 +149,7 @@ builder.mutationFields((t) => ({
   claimIssue: t.field({
     type: ClaimIssueResultRef,
     description:
-      "Without issueId: atomically claim the caller's next claimable issue\n(priority CRITICAL..LOW, then oldest first) with FOR UPDATE SKIP LOCKED.\nWith issueId: check out that issue if its status is in expectedStatuses.",
+      "Without issueId: atomically claim the caller's next claimable issue\n(priority CRITICAL..LOW, then oldest first; within a priority, concurrency\nkeys take turns and a key at its limit is passed over) with FOR UPDATE SKIP LOCKED.\nWith issueId: check out that issue if its status is in expectedStatuses.",
     args: {
       runId: t.arg.id({ required: true }),
       issueId: t.arg.id(),

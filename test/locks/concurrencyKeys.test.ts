@@ -405,7 +405,11 @@ describe("concurrency keys", () => {
     }
     const limits = (await data<{ concurrencyLimits: { key: string; maxActive: number; active: number }[] }>(co.board, LIMITS, { c: co.id })).concurrencyLimits;
     for (const limit of limits) expect(limit.active, `key ${limit.key}`).toBe(counters.find((k) => k.key === limit.key)!.counted);
-    const { lockAudit } = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
-    expect(lockAudit).toMatchObject({ doubleClaims: 0, halfReleasedLocks: 0 });
+    const { lockAudit } = await data<{ lockAudit: Record<string, number> }>(co.board, `query($c: ID!) { lockAudit(companyId: $c) { doubleClaims halfReleasedLocks miscountedKeys } }`, { c: co.id });
+    expect(lockAudit).toEqual({ doubleClaims: 0, halfReleasedLocks: 0, miscountedKeys: 0 });
+    // and the audit does see a miscount
+    await h.sql("UPDATE concurrency_keys SET active = active + 1 WHERE company_id = $1 AND key = 'a'", [co.id]);
+    const audited = (await data<{ lockAudit: Record<string, number> }>(co.board, `query($c: ID!) { lockAudit(companyId: $c) { miscountedKeys } }`, { c: co.id })).lockAudit;
+    expect(audited.miscountedKeys).toBe(1);
   }, 60_000);
 });

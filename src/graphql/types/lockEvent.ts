@@ -58,6 +58,9 @@ export const LockAuditRef = builder.objectRef<LockAudit>("LockAudit").implement(
     unescalatedExhausted: t.exposeInt("unescalatedExhausted", {
       description: "OPEN issues with attemptCount >= maxAttempts (should have been escalated).",
     }),
+    miscountedKeys: t.exposeInt("miscountedKeys", {
+      description: "Concurrency keys whose active count or best claimable priority, as the claims read them, differs from a count over the issues.",
+    }),
     attemptHistogram: t.field({ type: [AttemptBucketRef], resolve: (a) => a.attemptHistogram }),
   }),
 });

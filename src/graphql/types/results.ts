@@ -105,7 +105,7 @@ export const HeartbeatTickRef = builder.objectRef<SchedulerTick>("HeartbeatTick"
 // ---- batch operations (beyond the contract) ----
 
 const IssuesClaimedRef = builder.objectRef<IssuesClaimed>("IssuesClaimed").implement({
-  description: "The issues claimed by one claimIssues call, in claim order (priority, then oldest).",
+  description: "The issues claimed by one claimIssues call, in claim order (priority, then concurrency keys in turn, then oldest).",
   fields: (t) => ({
     issues: t.field({ type: [IssueRef], resolve: (r) => r.issues }),
     run: t.field({ type: HeartbeatRunRef, resolve: (r) => r.run }),
