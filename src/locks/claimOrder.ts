@@ -15,7 +15,7 @@ import type { Sql } from "../db/sql.js";
 import { claimableBy } from "./fragments.js";
 
 /** How many keys past the ones a claim needs are looked at, so that concurrent claimers racing for the same heads still find one each. */
-const SPARE_KEYS = 16;
+const SPARE_KEYS = 8;
 
 /**
  * The keys of the company that a claim can take from, in turn order: named
@@ -88,6 +88,8 @@ export const claimOrderCtes = (companyId: string) => sql`
         SELECT i.id, i.assignee_agent_id, a.key, a.room, 0 AS phase, a.priority, a.j, a.turn_no, a.created_at
           FROM ahead a JOIN issues i ON i.id = a.id
          WHERE a.agent_id = l.agent_id AND a.pool = l.pool AND i.concurrency_key = a.key
+           -- found by their ids (the planner cannot tell how few they are)
+           AND i.id = ANY(ARRAY(SELECT h.id FROM ahead h WHERE h.agent_id = l.agent_id AND h.pool = l.pool))
            AND ${claimableBy("i", raw("l.agent_id"), raw("l.pool"))}
          ORDER BY a.priority, a.j, a.turn_no
          LIMIT l.want
@@ -106,8 +108,9 @@ export const claimOrderCtes = (companyId: string) => sql`
          WHERE i.company_id = ${companyId}::uuid
            AND ${claimableBy("i", raw("s.agent_id"), raw("s.pool"))}
            AND i.id NOT IN (SELECT p.id FROM picked p WHERE p.agent_id = s.agent_id AND p.pool = s.pool)
-           AND NOT EXISTS (SELECT 1 FROM concurrency_keys k
-                            WHERE k.company_id = i.company_id AND k.key = i.concurrency_key AND k.max_active IS NOT NULL)
+           -- (an OR, not a bare NOT EXISTS: an anti-join would read every open issue before the first)
+           AND (i.concurrency_key = '' OR NOT EXISTS (SELECT 1 FROM concurrency_keys k
+                            WHERE k.company_id = i.company_id AND k.key = i.concurrency_key AND k.max_active IS NOT NULL))
          ORDER BY i.priority, i.created_at, i.id
          LIMIT s.need
            FOR UPDATE OF i SKIP LOCKED

@@ -65,58 +65,83 @@ CREATE INDEX "issues_key_active_idx" ON "issues"("company_id", "concurrency_key"
 -- Invariant (docs/invariants.md, 15): no key ever has more active issues than
 -- max_active. Claims choose keys with room as their snapshot saw them; two
 -- claims racing for a key's last slot both pass that test, and this is where
--- the second one is stopped. The rows are locked in key order (so two
--- statements touching several keys never deadlock), and each later statement
--- here takes a new snapshot, so it sees every change committed to the key
--- before the lock was granted: a counter moved by a delta under the row lock
--- is exact, and top_priority is recomputed from the issues themselves. A
--- claim that finds the key full fails with 40001 (a serialization failure):
--- it changed nothing, and the API runs it again, when the key is seen full
--- and passed over.
+-- the second one is stopped: a claim that finds the key full fails with 40001
+-- (a serialization failure). It changed nothing, and the API runs it again,
+-- when the key is seen full and passed over.
+--
+-- Every change is made under the key row's lock, taken in (company, key)
+-- order (so two statements touching several keys never deadlock):
+--   - active moves by the statement's delta, and top_priority can only get
+--     better by the priorities that became claimable: both exact on the
+--     newest row, whatever this statement's snapshot saw;
+--   - when an issue at the key's top priority stopped being claimable (a
+--     claim, mostly), top_priority is recomputed from the issues in a later
+--     statement, whose new snapshot holds every change committed to the key
+--     before its lock was granted (they all took the same lock).
 --
 -- The unkeyed pool has no limit and no counters. When a statement serves it,
--- its turn is moved if its row is free; if another statement holds that row,
--- it is moving the turn to nearly the same place, and this one does not wait.
+-- and the company has named keys, its turn is moved if its row is free; if
+-- another statement holds that row, it is moving the turn to nearly the same
+-- place, and this one does not wait.
 CREATE FUNCTION "baton_keys_follow_issues"() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   v_companies uuid[];
   v_keys text[];
   v_deltas integer[];
   v_served boolean[];
+  v_added "issue_priority"[];
+  v_lost "issue_priority"[];
+  v_new_keys boolean;
   v_pool_served uuid[];
-  v_over record;
+  v_over_key text;
+  v_over_max integer;
+  v_recompute_companies uuid[];
+  v_recompute_keys text[];
 BEGIN
   -- What the statement did to each named key it touched: the change in its
-  -- active issues, and whether it gave one out (a checkout taken).
+  -- active issues, whether it gave one out (a checkout taken), and the best
+  -- priority among its issues that became, or stopped being, claimable.
   IF TG_OP = 'INSERT' THEN
-    SELECT array_agg(c), array_agg(k), array_agg(0), array_agg(false)
-      INTO v_companies, v_keys, v_deltas, v_served
-      FROM (SELECT DISTINCT n."company_id", n."concurrency_key" FROM "new_rows" n WHERE n."concurrency_key" <> '') AS t(c, k);
+    SELECT array_agg(t.c ORDER BY t.c, t.k), array_agg(t.k ORDER BY t.c, t.k), array_agg(0), array_agg(false),
+           array_agg(t.a ORDER BY t.c, t.k), array_agg(NULL::"issue_priority"), true
+      INTO v_companies, v_keys, v_deltas, v_served, v_added, v_lost, v_new_keys
+      FROM (SELECT n."company_id" AS c, n."concurrency_key" AS k,
+                   min(CASE WHEN n."status" = 'OPEN' AND n."attempt_count" < n."max_attempts" THEN n."priority" END) AS a
+              FROM "new_rows" n WHERE n."concurrency_key" <> '' GROUP BY 1, 2) t;
   ELSE
     WITH moved AS (
       SELECT ch.*
         FROM "old_rows" o JOIN "new_rows" n ON n."id" = o."id"
        CROSS JOIN LATERAL (VALUES
-         (o."company_id", o."concurrency_key", -(o."status" IN ('CLAIMED', 'IN_PROGRESS'))::int, false),
+         (o."company_id", o."concurrency_key", -(o."status" IN ('CLAIMED', 'IN_PROGRESS'))::int, false, NULL::"issue_priority",
+          CASE WHEN o."status" = 'OPEN' AND o."attempt_count" < o."max_attempts" THEN o."priority" END, false),
          (n."company_id", n."concurrency_key", (n."status" IN ('CLAIMED', 'IN_PROGRESS'))::int,
-          n."checkout_run_id" IS NOT NULL AND n."checkout_run_id" IS DISTINCT FROM o."checkout_run_id")
-       ) AS ch("company_id", "key", "delta", "served")
+          n."checkout_run_id" IS NOT NULL AND n."checkout_run_id" IS DISTINCT FROM o."checkout_run_id",
+          CASE WHEN n."status" = 'OPEN' AND n."attempt_count" < n."max_attempts" THEN n."priority" END, NULL::"issue_priority",
+          n."concurrency_key" <> o."concurrency_key")
+       ) AS ch("company_id", "key", "delta", "served", "added", "lost", "new_key")
        WHERE (o."status", o."attempt_count", o."max_attempts", o."priority", o."concurrency_key", o."checkout_run_id")
              IS DISTINCT FROM (n."status", n."attempt_count", n."max_attempts", n."priority", n."concurrency_key", n."checkout_run_id")
     ),
     named_keys AS (
-      SELECT m."company_id", m."key", sum(m."delta")::int AS "delta", bool_or(m."served") AS "served"
+      SELECT m."company_id", m."key", sum(m."delta")::int AS "delta", bool_or(m."served") AS "served",
+             min(m."added") AS "added", min(m."lost") AS "lost", bool_or(m."new_key") AS "new_key"
         FROM moved m WHERE m."key" <> '' GROUP BY m."company_id", m."key"
     )
-    SELECT (SELECT array_agg("company_id" ORDER BY "company_id", "key") FROM named_keys),
-           (SELECT array_agg("key" ORDER BY "company_id", "key") FROM named_keys),
-           (SELECT array_agg("delta" ORDER BY "company_id", "key") FROM named_keys),
-           (SELECT array_agg("served" ORDER BY "company_id", "key") FROM named_keys),
+    SELECT (SELECT array_agg(nk."company_id" ORDER BY nk."company_id", nk."key") FROM named_keys nk),
+           (SELECT array_agg(nk."key" ORDER BY nk."company_id", nk."key") FROM named_keys nk),
+           (SELECT array_agg(nk."delta" ORDER BY nk."company_id", nk."key") FROM named_keys nk),
+           (SELECT array_agg(nk."served" ORDER BY nk."company_id", nk."key") FROM named_keys nk),
+           (SELECT array_agg(nk."added" ORDER BY nk."company_id", nk."key") FROM named_keys nk),
+           (SELECT array_agg(nk."lost" ORDER BY nk."company_id", nk."key") FROM named_keys nk),
+           (SELECT coalesce(bool_or(nk."new_key"), false) FROM named_keys nk),
            (SELECT array_agg(DISTINCT m."company_id") FROM moved m WHERE m."key" = '' AND m."served")
-      INTO v_companies, v_keys, v_deltas, v_served, v_pool_served;
+      INTO v_companies, v_keys, v_deltas, v_served, v_added, v_lost, v_new_keys, v_pool_served;
   END IF;
 
-  IF v_pool_served IS NOT NULL THEN
+  -- (A company without named keys has no turns to take: nothing to move.)
+  IF v_pool_served IS NOT NULL
+     AND EXISTS (SELECT 1 FROM "concurrency_keys" k WHERE k."company_id" = ANY(v_pool_served) AND k."key" <> '') THEN
     INSERT INTO "concurrency_keys" ("company_id", "key")
       SELECT c, '' FROM unnest(v_pool_served) c
       ON CONFLICT ("company_id", "key") DO NOTHING;
@@ -131,31 +156,57 @@ BEGIN
     RETURN NULL;
   END IF;
 
-  INSERT INTO "concurrency_keys" ("company_id", "key")
-    SELECT c, k FROM unnest(v_companies, v_keys) AS t(c, k)
-    ON CONFLICT ("company_id", "key") DO NOTHING;
-  -- Lock in (company, key) order: the same order in every statement.
-  PERFORM 1 FROM "concurrency_keys" k
-    WHERE (k."company_id", k."key") IN (SELECT c, kk FROM unnest(v_companies, v_keys) AS t(c, kk))
-    ORDER BY k."company_id", k."key"
-      FOR UPDATE;
-  -- A new snapshot: everything committed to these keys before the locks were granted.
-  UPDATE "concurrency_keys" k
-     SET "active" = k."active" + t.d,
-         "last_served" = CASE WHEN t.s THEN nextval('baton_turns') ELSE k."last_served" END,
-         "top_priority" = (SELECT i."priority" FROM "issues" i
-                            WHERE i."company_id" = k."company_id" AND i."concurrency_key" = k."key"
-                              AND i."status" = 'OPEN' AND i."attempt_count" < i."max_attempts"
-                            ORDER BY i."priority" LIMIT 1)
-    FROM unnest(v_companies, v_keys, v_deltas, v_served) AS t(c, kk, d, s)
-   WHERE k."company_id" = t.c AND k."key" = t.kk;
-  SELECT k."key", k."max_active", k."active" INTO v_over
-    FROM "concurrency_keys" k JOIN unnest(v_companies, v_keys, v_deltas) AS t(c, kk, d) ON k."company_id" = t.c AND k."key" = t.kk
-   WHERE t.d > 0 AND k."active" > k."max_active"
-   LIMIT 1;
-  IF FOUND THEN
-    RAISE EXCEPTION 'concurrency key % is at its limit of % active issues', v_over."key", v_over."max_active"
+  -- A key seen for the first time (new issues, or an issue given another
+  -- key) gets its row.
+  IF v_new_keys THEN
+    INSERT INTO "concurrency_keys" ("company_id", "key")
+      SELECT c, k FROM unnest(v_companies, v_keys) AS t(c, k)
+      ON CONFLICT ("company_id", "key") DO NOTHING;
+  END IF;
+  -- Several keys: lock them in order first. (One key: the update below locks it.)
+  IF cardinality(v_keys) > 1 THEN
+    PERFORM 1 FROM "concurrency_keys" k
+      WHERE (k."company_id", k."key") IN (SELECT c, kk FROM unnest(v_companies, v_keys) AS t(c, kk))
+        AND k."company_id" = ANY(v_companies) AND k."key" = ANY(v_keys)
+      ORDER BY k."company_id", k."key"
+        FOR UPDATE;
+  END IF;
+  -- The deltas, on the newest rows. top_priority is left as it is where it
+  -- must be recomputed (an issue at or above it stopped being claimable).
+  WITH changed AS (
+    UPDATE "concurrency_keys" k
+       SET "active" = k."active" + t.d,
+           "last_served" = CASE WHEN t.s THEN nextval('baton_turns') ELSE k."last_served" END,
+           "top_priority" = CASE WHEN t.l IS NOT NULL AND (k."top_priority" IS NULL OR t.l <= k."top_priority") THEN k."top_priority"
+                                 ELSE least(k."top_priority", t.a) END
+      FROM unnest(v_companies, v_keys, v_deltas, v_served, v_added, v_lost) AS t(c, kk, d, s, a, l)
+     WHERE k."company_id" = t.c AND k."key" = t.kk
+       -- (for the index: the planner takes unnest for a hundred rows, and would scan every key)
+       AND k."company_id" = ANY(v_companies) AND k."key" = ANY(v_keys)
+    RETURNING k."company_id", k."key", k."max_active", k."active", t.d,
+              (t.l IS NOT NULL AND (k."top_priority" IS NULL OR t.l <= k."top_priority")) AS "recompute"
+  ),
+  over AS (
+    SELECT c."key", c."max_active" FROM changed c WHERE c.d > 0 AND c."active" > c."max_active" LIMIT 1
+  )
+  SELECT (SELECT o."key" FROM over o), (SELECT o."max_active" FROM over o),
+         (SELECT array_agg(c."company_id") FROM changed c WHERE c."recompute"),
+         (SELECT array_agg(c."key") FROM changed c WHERE c."recompute")
+    INTO v_over_key, v_over_max, v_recompute_companies, v_recompute_keys;
+  IF v_over_key IS NOT NULL THEN
+    RAISE EXCEPTION 'concurrency key % is at its limit of % active issues', v_over_key, v_over_max
       USING ERRCODE = '40001', HINT = 'a concurrent claim took the last slot; run the claim again';
+  END IF;
+  -- A new snapshot, under the locks: the key's best claimable priority, from its issues.
+  IF v_recompute_keys IS NOT NULL THEN
+    UPDATE "concurrency_keys" k
+       SET "top_priority" = (SELECT i."priority" FROM "issues" i
+                              WHERE i."company_id" = k."company_id" AND i."concurrency_key" = k."key"
+                                AND i."status" = 'OPEN' AND i."attempt_count" < i."max_attempts"
+                              ORDER BY i."priority" LIMIT 1)
+      FROM unnest(v_recompute_companies, v_recompute_keys) AS t(c, kk)
+     WHERE k."company_id" = t.c AND k."key" = t.kk
+       AND k."company_id" = ANY(v_recompute_companies) AND k."key" = ANY(v_recompute_keys);
   END IF;
   RETURN NULL;
 END $$;
