@@ -1,7 +1,9 @@
 // The live board: sign in, read the company once, then stay current from the
 // ledger's live stream (lockChanged over SSE, resumed with afterSeq after any
 // drop). The issues list is never polled; runs are re-read every few seconds
-// because heartbeats are not lock changes.
+// because heartbeats are not lock changes; the concurrency limits, while
+// their tab is shown, shortly after lock events (claims and releases move
+// their counts).
 import { Api, ApiError } from "./api.js";
 import type { Doc } from "./api.js";
 import { byId, fill, h, setText } from "./dom.js";
@@ -22,12 +24,15 @@ import { AuditView } from "./views/audit.js";
 import { DetailView } from "./views/detail.js";
 import { EventsView } from "./views/events.js";
 import { IssuesView } from "./views/issues.js";
+import { LimitsView } from "./views/limits.js";
 import { RunsView } from "./views/runs.js";
 
 /** The key lives in this tab's sessionStorage only: never a URL, a cookie or localStorage. */
 const SESSION = "baton.board";
 const RECONNECT_DELAYS = [250, 500, 1000, 2000, 5000];
 const RUNS_EVERY_MS = 5000;
+/** After a lock event, the limits are read once this much later: a burst of events costs one read. */
+const LIMITS_AFTER_EVENT_MS = 500;
 
 interface Session {
   token: string;
@@ -137,6 +142,17 @@ async function board(session: Session) {
   const runs = new RunsView(store, open);
   const events = new EventsView(api, store, session.companyId, open);
   const audit = new AuditView(api, session.companyId);
+  const limits = new LimitsView(api, session.companyId);
+  const readLimits = coalesced(() => limits.refresh());
+  let limitsTimer: ReturnType<typeof setTimeout> | null = null;
+  /** Reads the limits again soon, if their tab is shown: at most one read per LIMITS_AFTER_EVENT_MS, however many events. */
+  const readLimitsSoon = () => {
+    if (limitsTimer !== null || byId("tab-limits").hidden) return;
+    limitsTimer = setTimeout(() => {
+      limitsTimer = null;
+      void readLimits();
+    }, LIMITS_AFTER_EVENT_MS);
+  };
 
   // Drawing waits for the next frame, so a burst of events is drawn once. The
   // event tail is redrawn only when something changed; the rest also on the
@@ -158,7 +174,7 @@ async function board(session: Session) {
     });
   };
   store.onChange(() => render());
-  setupTabs(() => render(), () => void audit.refresh());
+  setupTabs(() => render(), { "tab-button-audit": () => void audit.refresh(), "tab-button-limits": () => void readLimits() });
 
   // Runs that issues point at but the RUNNING list lacks (expired, ended): read one by one.
   const readUnknownRuns = coalesced(async () => {
@@ -228,6 +244,7 @@ async function board(session: Session) {
       const { issue, ...event } = lockChanged;
       if (!store.apply(event, issue, Date.now())) return;
       detail.onEvent(event);
+      readLimitsSoon();
       // A burst of events naming new agents or runs makes one read of each at a time, not one per event.
       if (event.agentId && !store.agents.has(event.agentId)) readAgents().catch(signOutIfRefused);
       const runId = event.checkoutRunId ?? event.executionRunId;
@@ -289,7 +306,8 @@ async function follow<R, V>(
   }
 }
 
-function setupTabs(render: () => void, onAudit: () => void) {
+/** The tabs; `onOpen` has what to read when a tab (by its button's id) is selected. */
+function setupTabs(render: () => void, onOpen: Record<string, () => void>) {
   const tabs = [...document.querySelectorAll<HTMLButtonElement>("[role=tab]")];
   const select = (tab: HTMLButtonElement) => {
     for (const t of tabs) {
@@ -298,7 +316,7 @@ function setupTabs(render: () => void, onAudit: () => void) {
       t.tabIndex = selected ? 0 : -1;
       byId(t.getAttribute("aria-controls")!).hidden = !selected;
     }
-    if (tab.id === "tab-button-audit") onAudit();
+    onOpen[tab.id]?.();
     render();
   };
   tabs.forEach((tab, i) => {

@@ -3,6 +3,7 @@
 // one JSON document; one object per line for streams).
 import { parseArgs } from "node:util";
 import type { ParseArgsConfig } from "node:util";
+import { Documents } from "../client/index.js";
 import type { Baton } from "../client/index.js";
 import { workCommand } from "./work.js";
 
@@ -70,7 +71,7 @@ export function table(ctx: Context, header: string[], rows: (string | number | n
   }
 }
 
-const ISSUE_FIELDS = "id status priority title assigneeAgentId checkoutRunId executionRunId attemptCount maxAttempts lockEpoch createdAt updatedAt";
+const ISSUE_FIELDS = "id status priority concurrencyKey title assigneeAgentId checkoutRunId executionRunId attemptCount maxAttempts lockEpoch createdAt updatedAt";
 const list = (value: unknown) => (typeof value === "string" ? value.split(",").map((s) => s.trim().toUpperCase()).filter(Boolean) : null);
 
 async function companyOf(ctx: Context, explicit?: unknown): Promise<string> {
@@ -88,14 +89,36 @@ function expect<T extends { __typename: string; message?: string }>(result: T, w
 
 type Issue = Record<string, unknown> & { id: string };
 
+/** A key as a table shows it: "-" for the unkeyed pool, a long one cut (--json has it whole). */
+const KEY_WIDTH = 32;
+function keyCell(key: unknown): string {
+  if (typeof key !== "string") return "-";
+  return key.length > KEY_WIDTH ? `${key.slice(0, KEY_WIDTH - 1)}…` : key;
+}
+
 function printIssues(ctx: Context, issues: Issue[]): void {
   if (ctx.json) return ctx.out(JSON.stringify(issues));
   table(
     ctx,
-    ["ID", "STATUS", "PRIORITY", "ATTEMPTS", "EPOCH", "TITLE"],
-    issues.map((i) => [i.id, i.status as string, i.priority as string, `${i.attemptCount}/${i.maxAttempts}`, i.lockEpoch as number, i.title as string]),
+    ["ID", "STATUS", "PRIORITY", "KEY", "ATTEMPTS", "EPOCH", "TITLE"],
+    issues.map((i) => [i.id, i.status as string, i.priority as string, keyCell(i.concurrencyKey), `${i.attemptCount}/${i.maxAttempts}`, i.lockEpoch as number, i.title as string]),
   );
 }
+
+type Limit = Documents.ConcurrencyLimitFieldsFragment;
+
+function printLimits(ctx: Context, limits: Limit[]): void {
+  if (ctx.json) return ctx.out(JSON.stringify(limits));
+  table(
+    ctx,
+    ["KEY", "ACTIVE", "MAX", "STATE"],
+    // The key whole: it is what `baton limit set` and `remove` take.
+    limits.map((l) => [l.key, l.active, l.maxActive, l.active >= l.maxActive ? "at limit" : ""]),
+  );
+}
+
+/** setConcurrencyLimit's bounds (the server checks them too). */
+const MAX_LIMIT = 10_000;
 
 export const COMMANDS: Record<string, Command> = {
   whoami: {
@@ -138,12 +161,12 @@ export const COMMANDS: Record<string, Command> = {
   },
 
   issue: {
-    args: "show ID | create --title T … | force-release ID --reason R | requeue ID | cancel ID",
+    args: "show ID | create --title T [--key KEY] … | force-release ID --reason R | requeue ID | cancel ID",
     what: "one issue: show it, create one, or change it",
     async run(ctx, words) {
       const [verb, ...rest] = words;
       if (verb === undefined || verb === "--help" || verb === "-h") {
-        ctx.out("Usage: baton issue show ID | create --title T [--priority P] [--assignee AGENT_ID] [--max-attempts N] | force-release ID --reason R | requeue ID | cancel ID");
+        ctx.out("Usage: baton issue show ID | create --title T [--priority P] [--assignee AGENT_ID] [--max-attempts N] [--key KEY] | force-release ID --reason R | requeue ID | cancel ID");
         return verb === undefined ? 2 : 0;
       }
       switch (verb) {
@@ -157,8 +180,15 @@ export const COMMANDS: Record<string, Command> = {
           return 0;
         }
         case "create": {
-          const usage = "issue create --title T [--priority P] [--assignee AGENT_ID] [--max-attempts N] [--description D]";
-          const p = parse(ctx, rest, usage, { title: { type: "string" }, priority: { type: "string" }, assignee: { type: "string" }, "max-attempts": { type: "string" }, description: { type: "string" } });
+          const usage = "issue create --title T [--priority P] [--assignee AGENT_ID] [--max-attempts N] [--description D] [--key KEY]";
+          const p = parse(ctx, rest, usage, {
+            title: { type: "string" },
+            priority: { type: "string" },
+            assignee: { type: "string" },
+            "max-attempts": { type: "string" },
+            description: { type: "string" },
+            key: { type: "string" },
+          });
           if (!p) return 0;
           if (typeof p.values.title !== "string") throw new Usage(`--title is required: baton ${usage}`);
           const input: Record<string, unknown> = { title: p.values.title };
@@ -166,6 +196,8 @@ export const COMMANDS: Record<string, Command> = {
           if (p.values.assignee) input.assigneeAgentId = p.values.assignee;
           if (p.values.description) input.description = p.values.description;
           if (p.values["max-attempts"] !== undefined) input.maxAttempts = Number(p.values["max-attempts"]);
+          // The concurrency key, as typed (keys are compared exactly); without it, the unkeyed pool.
+          if (typeof p.values.key === "string") input.concurrencyKey = p.values.key;
           const { createIssue } = await ctx.baton.request<{ createIssue: Issue }>(`mutation($i: CreateIssueInput!) { createIssue(input: $i) { ${ISSUE_FIELDS} } }`, { i: input });
           if (ctx.json) ctx.out(JSON.stringify(createIssue));
           else printIssues(ctx, [createIssue]);
@@ -195,6 +227,54 @@ export const COMMANDS: Record<string, Command> = {
         }
         default:
           throw new Usage(`issue ${verb}: expected show, create, force-release, requeue or cancel`);
+      }
+    },
+  },
+
+  limits: {
+    args: "[--company ID]",
+    what: "the company's concurrency limits: each limited key, its active issues and its cap",
+    async run(ctx, words) {
+      const p = parse(ctx, words, "limits [--company ID]", { company: { type: "string" } });
+      if (!p) return 0;
+      const companyId = await companyOf(ctx, p.values.company);
+      const { concurrencyLimits } = await ctx.baton.request(Documents.ConcurrencyLimitsDocument, { companyId });
+      printLimits(ctx, concurrencyLimits);
+      return 0;
+    },
+  },
+
+  limit: {
+    args: "set KEY N | remove KEY",
+    what: "cap a concurrency key at N active issues, or remove its cap (board key)",
+    async run(ctx, words) {
+      const [verb, ...rest] = words;
+      if (verb === undefined || verb === "--help" || verb === "-h") {
+        ctx.out("Usage: baton limit set KEY N | remove KEY   (a KEY that starts with '-' goes after --: baton limit set -- -KEY N)");
+        return verb === undefined ? 2 : 0;
+      }
+      switch (verb) {
+        case "set": {
+          const p = parse(ctx, rest, "limit set KEY N", {}, 2);
+          if (!p) return 0;
+          const [key, n] = p.positionals as [string, string];
+          const maxActive = /^\d+$/.test(n) ? Number(n) : NaN;
+          if (!(maxActive >= 1 && maxActive <= MAX_LIMIT)) throw new Usage(`N must be a whole number from 1 to ${MAX_LIMIT} (baton limit remove KEY removes a cap)`);
+          const { setConcurrencyLimit } = await ctx.baton.request(Documents.SetConcurrencyLimitDocument, { key, maxActive });
+          printLimits(ctx, setConcurrencyLimit ? [setConcurrencyLimit] : []); // with a maxActive, the answer is the limit
+          return 0;
+        }
+        case "remove": {
+          const p = parse(ctx, rest, "limit remove KEY", {}, 1);
+          if (!p) return 0;
+          const key = p.positionals[0]!;
+          await ctx.baton.request(Documents.SetConcurrencyLimitDocument, { key, maxActive: null });
+          if (ctx.json) ctx.out(JSON.stringify({ key, maxActive: null }));
+          else ctx.out(`${key}: no limit`);
+          return 0;
+        }
+        default:
+          throw new Usage(`limit ${verb}: expected set or remove`);
       }
     },
   },

@@ -2,7 +2,8 @@
 // Baton worker. The SDK's work() keeps the run, the lease and the claims; this
 // runs COMMAND once per issue:
 //   - the issue as JSON on stdin, and BATON_ISSUE_ID, BATON_ISSUE_TITLE,
-//     BATON_RUN_ID, BATON_LOCK_EPOCH (the fencing token) and BATON_URL in its
+//     BATON_RUN_ID, BATON_LOCK_EPOCH (the fencing token), BATON_URL and, for
+//     an issue with a concurrency key, BATON_ISSUE_CONCURRENCY_KEY in its
 //     environment (never the token);
 //   - its exit decides the release: 0 → DONE, 75 (EX_TEMPFAIL) → REQUEUE,
 //     anything else or death by a signal → FAILED, with the last lines of its
@@ -28,6 +29,7 @@ const EX_TEMPFAIL = 75;
 function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context, prefix: boolean, children: Set<ChildProcess>): Promise<void> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.BATON_TOKEN;
+  delete env.BATON_ISSUE_CONCURRENCY_KEY; // set below only for a keyed issue: never one inherited from baton's own environment
   Object.assign(env, {
     BATON_ISSUE_ID: issue.id,
     BATON_ISSUE_TITLE: issue.title,
@@ -35,6 +37,7 @@ function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context,
     BATON_LOCK_EPOCH: String(job.lockEpoch),
     BATON_URL: ctx.baton.url,
   });
+  if (issue.concurrencyKey !== null) env.BATON_ISSUE_CONCURRENCY_KEY = issue.concurrencyKey;
   const child = spawn(command[0]!, command.slice(1), { env, stdio: ["pipe", "pipe", "pipe"] });
   children.add(child);
   const tail: string[] = [];

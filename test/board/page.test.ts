@@ -136,9 +136,9 @@ it("refuses a wrong key with a message, and signs in with a board key: the seede
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.locator("#board[data-loaded='6']").waitFor();
   expect(await cell("Held by agent one", 0).innerText()).toBe("CLAIMED");
-  expect(await cell("Held by agent one", 4).innerText()).toMatch(/^Agent 1 · run [0-9a-f]{8} · heartbeat \d+ s ago$/);
+  expect(await cell("Held by agent one", 5).innerText()).toMatch(/^Agent 1 · run [0-9a-f]{8} · heartbeat \d+ s ago$/);
   expect(await cell("Nobody holds this", 0).innerText()).toBe("OPEN");
-  expect(await cell("Nobody holds this", 4).innerText()).toBe("");
+  expect(await cell("Nobody holds this", 5).innerText()).toBe("");
   // The key is in this tab's sessionStorage, and nowhere in the URL.
   expect(page.url()).toBe(`${origin}/board`);
   expect(await page.evaluate(() => sessionStorage.getItem("baton.board"))).toContain(co.board.token!);
@@ -155,7 +155,7 @@ it("shows a claim, an acquire and a release as they commit, without reload; the 
   await expect.poll(() => cell("Watched live", 0).innerText(), { timeout: 5000 }).toBe("CLAIMED");
   await agent.ok(Ops.AcquireExecutionDocument, { runId, issueId: issues.live });
   await expect.poll(() => cell("Watched live", 0).innerText(), { timeout: 5000 }).toBe("IN_PROGRESS");
-  expect(await cell("Watched live", 6).innerText()).toBe("1 / 3");
+  expect(await cell("Watched live", 7).innerText()).toBe("1 / 3");
   await agent.ok(Ops.ReleaseIssueDocument, { runId, issueId: issues.live, outcome: "DONE" });
   await expect.poll(() => cell("Watched live", 0).innerText(), { timeout: 5000 }).toBe("DONE");
   expect(navigations).toEqual([]);
@@ -203,8 +203,8 @@ it("shows a holder whose lease lapsed as dead, and the row OPEN again after `npm
   await expect.poll(() => cell("Lease will lapse", 0).innerText(), { timeout: 5000 }).toBe("CLAIMED");
   await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second', last_heartbeat_at = now() - interval '61 seconds' WHERE id = $1", [run2]);
   // The board re-reads runs every 5 s: heartbeats are not lock changes.
-  await expect.poll(() => cell("Lease will lapse", 4).innerText(), { timeout: 15_000 }).toContain("dead");
-  expect(await cell("Lease will lapse", 4).getAttribute("class")).toContain("beat-dead");
+  await expect.poll(() => cell("Lease will lapse", 5).innerText(), { timeout: 15_000 }).toContain("dead");
+  expect(await cell("Lease will lapse", 5).getAttribute("class")).toContain("beat-dead");
 
   await page.getByRole("tab", { name: "Runs" }).click();
   await expect.poll(() => page.locator("#runs-summary").innerText()).toContain("1 dead but still holding locks");
@@ -212,7 +212,7 @@ it("shows a holder whose lease lapsed as dead, and the row OPEN again after `npm
 
   await promisify(execFile)("npm", ["run", "--silent", "recovery", "--", "--once"], { cwd: ROOT, env: { ...process.env, DATABASE_URL: h.database.url, REDIS_URL: "" } });
   await expect.poll(() => cell("Lease will lapse", 0).innerText(), { timeout: 10_000 }).toBe("OPEN");
-  expect(await cell("Lease will lapse", 4).innerText()).toBe("");
+  expect(await cell("Lease will lapse", 5).innerText()).toBe("");
 });
 
 it("force-releases from the page with a typed reason: a FORCE_RELEASED event carries it, and the answer is shown", async () => {
@@ -254,7 +254,7 @@ it("raises max attempts of an escalated issue from the page, which reopens it", 
   await expect.poll(() => dialog.locator("#action-answer").innerText()).toBe("IssueUpdated: the issue is OPEN.");
   expect(await h.one("SELECT status::text, max_attempts FROM issues WHERE id = $1", [createIssue.id])).toEqual({ status: "OPEN", max_attempts: 3 });
   await dialog.getByRole("button", { name: "Close" }).click();
-  await expect.poll(() => cell("Out of attempts", 6).innerText()).toBe("1 / 3");
+  await expect.poll(() => cell("Out of attempts", 7).innerText()).toBe("1 / 3");
 });
 
 it("shows titles and reasons written as HTML as literal text, and runs none of their script", async () => {
@@ -291,6 +291,71 @@ it("signs in with the admin token and a company picker", async () => {
   } finally {
     await other.close();
   }
+});
+
+it("concurrency keys: a Key column and field, a key changed from the panel, and a limit set and removed from the Limits tab, its active count live", async () => {
+  const agent = co.agents[0]!;
+  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
+    inputs: [
+      { title: "Keyed one", concurrencyKey: "repo-a", assigneeAgentId: agent.id, priority: "LOW" },
+      { title: "Keyed two", concurrencyKey: "repo-a", assigneeAgentId: agent.id, priority: "LOW" },
+      { title: "Keyed elsewhere", concurrencyKey: "repo-b", assigneeAgentId: agent.id, priority: "LOW" },
+    ],
+  });
+  const [one, two, elsewhere] = createIssues.map((i) => i.id);
+  await expect.poll(() => cell("Keyed one", 3).innerText(), { timeout: 5000 }).toBe("repo-a");
+  expect(await page.locator("#issues-head th").nth(3).innerText()).toBe("Key");
+  expect(await cell("Keyed elsewhere", 3).innerText()).toBe("repo-b");
+  expect(await cell("Nobody holds this", 3).innerText()).toBe("");
+  const run = (await agent.client.ok(Ops.StartRunDocument)).startRun.id;
+  await agent.client.ok(Ops.ClaimIssueDocument, { runId: run, issueId: one! });
+  await expect.poll(() => cell("Keyed one", 0).innerText(), { timeout: 5000 }).toBe("CLAIMED");
+
+  // A limit set through the page: the key is full (1 of 1 active), amber, and says so.
+  await page.getByRole("tab", { name: "Limits" }).click();
+  await expect.poll(() => page.locator("#limits-empty").isVisible()).toBe(true);
+  const panel = page.locator("#tab-limits");
+  await panel.getByLabel("Key", { exact: true }).fill("repo-a");
+  await panel.getByLabel("Max active").fill("1");
+  await panel.getByRole("button", { name: "Set limit" }).click();
+  await expect.poll(() => page.locator("#limits-answer").innerText()).toBe("Limit set: key “repo-a” at most 1 active (1 now).");
+  const limit = page.locator("#limits-body tr[data-limit='repo-a']");
+  await expect.poll(() => limit.innerText()).toMatch(/^repo-a\s+1 \/ 1 · at limit/);
+  expect(await limit.getAttribute("class")).toContain("limit-full");
+  expect(await h.sql("SELECT key, max_active, active FROM concurrency_keys WHERE company_id = $1 AND max_active IS NOT NULL", [co.id])).toEqual([{ key: "repo-a", max_active: 1, active: 1 }]);
+  const { claimIssue } = await agent.client.ok(Ops.ClaimIssueDocument, { runId: run, issueId: two! });
+  expect(claimIssue).toMatchObject({ __typename: "ConcurrencyLimitReached", key: "repo-a", maxActive: 1 });
+
+  // The count follows lock events while the tab is shown: the release frees the key's slot.
+  await agent.client.ok(Ops.AcquireExecutionDocument, { runId: run, issueId: one! });
+  await agent.client.ok(Ops.ReleaseIssueDocument, { runId: run, issueId: one!, outcome: "DONE" });
+  await expect.poll(() => limit.innerText(), { timeout: 5000 }).toMatch(/^repo-a\s+0 \/ 1\s*Change/);
+  expect((await limit.getAttribute("class")) ?? "").not.toContain("limit-full");
+
+  // The issue panel shows the key and moves the issue to another one (board updateIssue).
+  await page.getByRole("tab", { name: "Issues" }).click();
+  await row("Keyed elsewhere").getByRole("button").click();
+  const dialog = page.getByRole("dialog");
+  await expect.poll(() => dialog.locator("#detail-fields").innerText()).toMatch(/Concurrency key\s+repo-b/);
+  expect(await dialog.getByLabel("Concurrency key").inputValue()).toBe("repo-b");
+  await dialog.getByLabel("Concurrency key").fill("repo-a");
+  await dialog.getByRole("button", { name: "Change key" }).click();
+  await expect.poll(() => dialog.locator("#action-answer").innerText()).toBe("IssueUpdated: the issue is OPEN.");
+  await expect.poll(() => dialog.locator("#detail-fields").innerText()).toMatch(/Concurrency key\s+repo-a/);
+  expect((await h.one<{ concurrency_key: string | null }>("SELECT concurrency_key FROM issues WHERE id = $1", [elsewhere])).concurrency_key).toBe("repo-a");
+  await dialog.getByLabel("Concurrency key").fill("");
+  await dialog.getByRole("button", { name: "Change key" }).click();
+  await expect.poll(() => dialog.locator("#detail-fields").innerText()).toMatch(/Concurrency key\s+none \(the unkeyed pool\)/);
+  await dialog.getByRole("button", { name: "Close" }).click();
+  await expect.poll(() => cell("Keyed elsewhere", 3).innerText()).toBe("");
+
+  // Removing a limit is confirmed (the test accepts every dialog), then gone.
+  await page.getByRole("tab", { name: "Limits" }).click();
+  await page.getByRole("button", { name: "Remove the limit on repo-a" }).click();
+  await expect.poll(() => page.locator("#limits-answer").innerText()).toBe("Limit removed: key “repo-a” has no limit.");
+  await expect.poll(() => page.locator("#limits-body tr").count()).toBe(0);
+  expect(await page.locator("#limits-empty").isVisible()).toBe(true);
+  await page.getByRole("tab", { name: "Issues" }).click();
 });
 
 it("made no request outside the API's origin", () => {

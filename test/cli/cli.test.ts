@@ -111,6 +111,63 @@ describe("commands", () => {
   });
 });
 
+describe("concurrency keys", () => {
+  /** A table's rows as cells: columns are separated by two or more spaces. */
+  const rows = (out: string) => out.trim().split("\n").map((l) => l.split(/ {2,}/));
+
+  it("issue create --key, a KEY column in issues (- for the unkeyed pool), limits and limit set/remove, clean refusals", async () => {
+    const co = await createCompany(h, 1);
+    const board = co.board.token!;
+    const keyed = JSON.parse(await ok(["issue", "create", "--title", "keyed", "--key", "repo-a", "--assignee", co.agents[0]!.id, "--json"], board)) as { id: string; concurrencyKey: string | null };
+    expect(keyed.concurrencyKey).toBe("repo-a");
+    const plain = JSON.parse(await ok(["issue", "create", "--title", "plain", "--json"], board)) as { id: string; concurrencyKey: string | null };
+    expect(plain.concurrencyKey).toBeNull();
+    const table = rows(await ok(["issues"], board));
+    expect(table[0]).toEqual(["ID", "STATUS", "PRIORITY", "KEY", "ATTEMPTS", "EPOCH", "TITLE"]);
+    expect(table.find((r) => r[0] === keyed.id)).toEqual([keyed.id, "OPEN", "MEDIUM", "repo-a", "0/3", "0", "keyed"]);
+    expect(table.find((r) => r[0] === plain.id)?.[3]).toBe("-");
+    expect(JSON.parse(await ok(["issues", "--json"], board))).toEqual(
+      expect.arrayContaining([expect.objectContaining({ id: keyed.id, concurrencyKey: "repo-a" }), expect.objectContaining({ id: plain.id, concurrencyKey: null })]),
+    );
+    expect(await ok(["issue", "show", keyed.id], board)).toMatch(/^concurrencyKey\s+repo-a$/m);
+
+    expect(rows(await ok(["limit", "set", "repo-a", "1"], board))).toEqual([["KEY", "ACTIVE", "MAX", "STATE"], ["repo-a", "0", "1"]]);
+    const run = (await co.agents[0]!.client.ok(Ops.StartRunDocument)).startRun;
+    expect((await co.agents[0]!.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: keyed.id })).claimIssue.__typename).toBe("IssueClaimed");
+    expect(rows(await ok(["limits"], board))).toEqual([["KEY", "ACTIVE", "MAX", "STATE"], ["repo-a", "1", "1", "at limit"]]);
+    expect(JSON.parse(await ok(["limits", "--json"], board))).toEqual([{ key: "repo-a", maxActive: 1, active: 1 }]);
+    expect(rows(await ok(["issues", "--status", "CLAIMED"], board))[1]).toEqual([keyed.id, "CLAIMED", "MEDIUM", "repo-a", "0/3", "1", "keyed"]);
+
+    // Refusals: one line each, the documented exit code.
+    const refusals = [
+      [["limit", "set", "repo-a", "0"], board, 2, /^baton: N must be a whole number from 1 to 10000/],
+      [["limit", "set", "repo-a"], board, 2, /^baton: expected: baton limit set KEY N/],
+      [["limit", "raise", "repo-a"], board, 2, /^baton: limit raise: expected set or remove/],
+      [["limit", "set", "repo-a", "2"], co.agents[0]!.client.token!, 3, /^baton: FORBIDDEN: /],
+      [["issue", "create", "--title", "empty key", "--key", ""], board, 2, /^baton: .*must not be empty/],
+    ] as const;
+    const ran = refusals.map(([args, token]) => baton([...args], token));
+    for (const [i, [, , code, line]] of refusals.entries()) {
+      expect(await ran[i]!.exited).toBe(code);
+      expect(ran[i]!.stderr().trim().split("\n")).toEqual([expect.stringMatching(line)]);
+    }
+
+    expect(JSON.parse(await ok(["limit", "remove", "repo-a", "--json"], board))).toEqual({ key: "repo-a", maxActive: null });
+    expect(JSON.parse(await ok(["limits", "--json"], board))).toEqual([]);
+    expect(await ok(["limits"], board)).toBe("KEY  ACTIVE  MAX  STATE\n");
+  });
+
+  it("baton work gives COMMAND the issue's key, on stdin and as BATON_ISSUE_CONCURRENCY_KEY", async () => {
+    const co = await createCompany(h, 1);
+    const [id] = await issues(co, 1, { concurrencyKey: "repo-b" });
+    const worker = baton(["work", "--once", "--", "sh", "-c", `echo "key=$BATON_ISSUE_CONCURRENCY_KEY"; cat`], co.agents[0]!.client.token, { BATON_ISSUE_CONCURRENCY_KEY: "inherited" });
+    expect(await worker.exited).toBe(0);
+    const [line, stdin] = worker.stdout().split("\n");
+    expect(line).toBe("key=repo-b");
+    expect(JSON.parse(stdin!)).toMatchObject({ id, concurrencyKey: "repo-b" });
+  });
+});
+
 describe("baton work -- COMMAND", () => {
   it("two workers of concurrency 4 drain the queue: every issue's command runs once, every issue ends DONE, the audit is clean", async () => {
     const co = await createCompany(h, 1);

@@ -6,7 +6,7 @@ import net from "node:net";
 import { Baton, BatonError, Documents } from "baton/client";
 import type { LockChange } from "baton/client";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { ADMIN_TOKEN, claimingAgent, createCompany, startHarness } from "../helpers/harness.js";
+import { ADMIN_TOKEN, claimingAgent, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
 import { eventually } from "../helpers/race.js";
 
@@ -80,4 +80,45 @@ it("lockChanges() throws the refusal of a token that may not read the company", 
   const theirs = await createCompany(h, 0);
   const stream = new Baton({ url: h.url, token: theirs.board.token! }).lockChanges({ companyId: mine.id });
   await expect(stream.next()).rejects.toMatchObject({ name: "BatonError", code: "FORBIDDEN" });
+});
+
+it("concurrency keys: a worker's issue carries its key, the limit documents set and read a key's cap, a claim by id of a full key is ConcurrencyLimitReached", async () => {
+  const co = await createCompany(h, 1);
+  const agent = co.agents[0]!;
+  const board = new Baton({ url: h.url, token: co.board.token! });
+  const agentBaton = new Baton({ url: h.url, token: agent.client.token! });
+  const { createIssues } = await board.request(Ops.CreateIssuesDocument, {
+    inputs: [
+      { title: "a1", concurrencyKey: "repo-a", assigneeAgentId: agent.id },
+      { title: "a2", concurrencyKey: "repo-a", assigneeAgentId: agent.id },
+      { title: "plain", assigneeAgentId: agent.id },
+    ],
+  });
+  expect(createIssues.map((i) => i.concurrencyKey)).toEqual(["repo-a", "repo-a", null]);
+  expect((await board.request(Documents.SetConcurrencyLimitDocument, { key: "repo-a", maxActive: 1 })).setConcurrencyLimit).toEqual({ key: "repo-a", maxActive: 1, active: 0 });
+
+  const seen: { title: string; key: string | null }[] = [];
+  let refused: unknown = null;
+  let during: unknown = null;
+  const worker = agentBaton.work(
+    async (issue) => {
+      seen.push({ title: issue.title, key: issue.concurrencyKey });
+      if (issue.concurrencyKey !== "repo-a" || refused) return;
+      // While this one is active its key is full: the board sees it, and a claim by id of the other is refused.
+      during = (await board.request(Documents.ConcurrencyLimitsDocument, { companyId: co.id })).concurrencyLimits;
+      const other = createIssues.find((i) => i.concurrencyKey === "repo-a" && i.id !== issue.id)!;
+      const { startRun } = await agentBaton.request(Ops.StartRunDocument, {});
+      const { claimIssue } = await agentBaton.request(Ops.ClaimIssueDocument, { runId: startRun.id, issueId: other.id });
+      refused = claimIssue;
+      await agentBaton.request(Ops.FinishRunDocument, { runId: startRun.id, status: "SUCCEEDED" });
+    },
+    { once: true },
+  );
+  await worker.done;
+  expect(seen.map((s) => s.key).sort()).toEqual([null, "repo-a", "repo-a"].sort());
+  expect(during).toEqual([{ key: "repo-a", maxActive: 1, active: 1 }]);
+  expect(refused).toEqual({ __typename: "ConcurrencyLimitReached", message: expect.stringContaining("repo-a"), key: "repo-a", maxActive: 1 });
+  expect((await board.request(Documents.ConcurrencyLimitsDocument, { companyId: co.id })).concurrencyLimits).toEqual([{ key: "repo-a", maxActive: 1, active: 0 }]);
+  expect((await board.request(Documents.SetConcurrencyLimitDocument, { key: "repo-a", maxActive: null })).setConcurrencyLimit).toBeNull();
+  expect((await board.request(Documents.ConcurrencyLimitsDocument, { companyId: co.id })).concurrencyLimits).toEqual([]);
 });

@@ -1,7 +1,8 @@
 // One issue, opened from any view: its fields, its whole history from the
 // ledger, and the operator's fixes (force-release with a reason, requeue,
-// cancel, raise max attempts). Each fix is confirmed first and its answer,
-// a Problem included, is shown as the server gave it.
+// cancel, change the concurrency key, raise max attempts). Each fix is
+// confirmed first and its answer, a Problem included, is shown as the server
+// gave it.
 import type { Api } from "../api.js";
 import { ApiError } from "../api.js";
 import { byId, fill, h, shortId, span } from "../dom.js";
@@ -23,6 +24,8 @@ export class DetailView {
   private reading: Promise<void> = Promise.resolve();
   /** The issue and maxAttempts the raise field was last set for: typing in it is never overwritten. */
   private raiseSetFor = "";
+  /** The same for the key field. */
+  private keySetFor: string | null = null;
 
   constructor(
     private readonly api: Api,
@@ -45,6 +48,15 @@ export class DetailView {
     });
     byId("requeue").addEventListener("click", () => void this.update("Requeue this issue (back to OPEN)?", { status: "OPEN" }));
     byId("cancel-issue").addEventListener("click", () => void this.update("Cancel this issue? No agent will claim it again.", { status: "CANCELLED" }));
+    byId("key-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      // Keys are compared exactly: sent as typed; an empty field is the unkeyed pool (null).
+      const typed = byId<HTMLInputElement>("key-input").value;
+      const key = typed === "" ? null : typed;
+      const issue = this.issueId ? this.store.issues.get(this.issueId) : undefined;
+      if (issue && issue.concurrencyKey === key) return this.say(key === null ? "The issue is in the unkeyed pool already." : `The issue has key “${key}” already.`);
+      void this.update(key === null ? "Move this issue to the unkeyed pool (no concurrency key)?" : `Move this issue to concurrency key “${key}”?`, { concurrencyKey: key });
+    });
     byId("raise-form").addEventListener("submit", (e) => {
       e.preventDefault();
       const max = Number(byId<HTMLInputElement>("raise-max").value);
@@ -87,6 +99,7 @@ export class DetailView {
     this.opening++;
     this.history = [];
     this.raiseSetFor = "";
+    this.keySetFor = null;
     this.say("", "ok");
     byId<HTMLTextAreaElement>("force-reason").value = "";
     byId("detail-description").textContent = "";
@@ -141,6 +154,7 @@ export class DetailView {
       ...field("Id", issue.id),
       ...field("Status", issue.status),
       ...field("Priority", issue.priority),
+      ...field("Concurrency key", issue.concurrencyKey ?? "none (the unkeyed pool)"),
       ...field("Assignee", this.store.agentName(issue.assigneeAgentId) || "unassigned"),
       ...field("Checkout", issue.checkoutRunId ? `run ${shortId(issue.checkoutRunId)}` : "free"),
       ...field("Execution lock", issue.executionRunId ? `run ${shortId(issue.executionRunId)}` : "free"),
@@ -156,6 +170,12 @@ export class DetailView {
       this.raiseSetFor = `${issue.id}:${issue.maxAttempts}`;
       raise.min = String(issue.maxAttempts + 1);
       raise.value = String(Math.min(issue.maxAttempts + 1, 100));
+    }
+    const key = byId<HTMLInputElement>("key-input");
+    const keyNow = `${issue.id}:${issue.concurrencyKey ?? ""}`;
+    if (this.keySetFor !== keyNow) {
+      this.keySetFor = keyNow;
+      key.value = issue.concurrencyKey ?? "";
     }
     fill(byId("detail-history"), ...this.history.map((e) => eventLine(this.store, e)));
   }

@@ -9,18 +9,25 @@ import type { IssueStatus } from "../generated/graphql.js";
 
 const PAGE_SIZE = 100;
 
-type SortKey = "status" | "title" | "priority" | "assignee" | "heartbeat" | "epoch" | "attempts" | "created";
+type SortKey = "status" | "title" | "priority" | "key" | "assignee" | "heartbeat" | "epoch" | "attempts" | "created";
 
 const COLUMNS: { key: SortKey; label: string }[] = [
   { key: "status", label: "Status" },
   { key: "title", label: "Title" },
   { key: "priority", label: "Priority" },
+  { key: "key", label: "Key" },
   { key: "assignee", label: "Assignee" },
   { key: "heartbeat", label: "Holder · heartbeat" },
   { key: "epoch", label: "Epoch" },
   { key: "attempts", label: "Attempts" },
   { key: "created", label: "Created" },
 ];
+
+/** Where the cells with more than text are: the title's button, the key's span (cut to a width, whole in its tooltip), the status's and the heartbeat's classes. */
+const STATUS_CELL = COLUMNS.findIndex((c) => c.key === "status");
+const TITLE_CELL = COLUMNS.findIndex((c) => c.key === "title");
+const BEAT_CELL = COLUMNS.findIndex((c) => c.key === "heartbeat");
+const KEY_CELL = COLUMNS.findIndex((c) => c.key === "key");
 
 interface Row {
   tr: HTMLTableRowElement;
@@ -107,7 +114,7 @@ export class IssuesView {
       const holder = this.store.holderRun(issue);
       if (issue.assigneeAgentId !== this.agent && holder?.agentId !== this.agent) return false;
     }
-    if (this.text && !issue.title.toLowerCase().includes(this.text) && !issue.id.startsWith(this.text)) return false;
+    if (this.text && !issue.title.toLowerCase().includes(this.text) && !issue.id.startsWith(this.text) && !issue.concurrencyKey?.toLowerCase().includes(this.text)) return false;
     return true;
   }
 
@@ -118,6 +125,7 @@ export class IssuesView {
       status: (i) => STATUSES.indexOf(i.status),
       title: (i) => i.title.toLowerCase(),
       priority: (i) => PRIORITY_ORDER[i.priority],
+      key: (i) => i.concurrencyKey ?? "",
       assignee: (i) => store.agentName(i.assigneeAgentId),
       heartbeat: (i) => {
         const run = store.holderRun(i);
@@ -153,6 +161,7 @@ export class IssuesView {
         issue.status,
         issue.title,
         issue.priority,
+        issue.concurrencyKey ?? "",
         this.store.agentName(issue.assigneeAgentId),
         holder,
         String(issue.lockEpoch),
@@ -168,7 +177,8 @@ export class IssuesView {
     if (!row) {
       const cells = COLUMNS.map(() => h("td"));
       const title = h("button", { type: "button", class: "link", "data-focus": `issue:${issue.id}`, onclick: () => this.open(issue.id) });
-      cells[1]!.append(title);
+      cells[TITLE_CELL]!.append(title);
+      cells[KEY_CELL]!.append(h("span", { class: "key" }));
       row = { tr: h("tr", { "data-issue": issue.id }, ...cells), cells, shown: [] };
       this.rows.set(issue.id, row);
     }
@@ -191,12 +201,17 @@ export class IssuesView {
       text.forEach((value, i) => {
         if (row.shown[i] === value) return;
         const cell = row.cells[i]!;
-        if (i === 1) cell.firstElementChild!.textContent = value;
+        if (i === TITLE_CELL) cell.firstElementChild!.textContent = value;
+        else if (i === KEY_CELL) {
+          cell.firstElementChild!.textContent = value;
+          if (value) cell.firstElementChild!.setAttribute("title", value);
+          else cell.firstElementChild!.removeAttribute("title");
+        }
         else cell.textContent = value;
       });
       row.shown = text;
-      row.cells[0]!.className = `status status-${issue.status}`;
-      row.cells[4]!.className = beat ? `beat beat-${beat}` : "beat";
+      row.cells[STATUS_CELL]!.className = `status status-${issue.status}`;
+      row.cells[BEAT_CELL]!.className = beat ? `beat beat-${beat}` : "beat";
       const changedAt = this.store.recentlyChanged.get(issue.id);
       row.tr.classList.toggle("changed", changedAt !== undefined && now - changedAt < 1500);
       trs.push(row.tr);
