@@ -302,18 +302,18 @@ export const COMMANDS: Record<string, Command> = {
 
   audit: {
     args: "[--company ID]",
-    what: "lockAudit; exit 1 when doubleClaims or halfReleasedLocks is not zero",
+    what: "lockAudit; exit 1 when doubleClaims, halfReleasedLocks or miscountedKeys is not zero",
     async run(ctx, words) {
       const p = parse(ctx, words, "audit [--company ID]", { company: { type: "string" } });
       if (!p) return 0;
       const companyId = await companyOf(ctx, p.values.company);
-      const { lockAudit } = await ctx.baton.request<{ lockAudit: Record<string, unknown> & { doubleClaims: number; halfReleasedLocks: number } }>(
-        `query($c: ID!) { lockAudit(companyId: $c) { doubleClaims halfReleasedLocks locksHeldByDeadRuns unescalatedExhausted attemptHistogram { attemptCount issues } } }`,
+      const { lockAudit } = await ctx.baton.request<{ lockAudit: Record<string, unknown> & { doubleClaims: number; halfReleasedLocks: number; miscountedKeys: number } }>(
+        `query($c: ID!) { lockAudit(companyId: $c) { doubleClaims halfReleasedLocks miscountedKeys locksHeldByDeadRuns unescalatedExhausted attemptHistogram { attemptCount issues } } }`,
         { c: companyId },
       );
       if (ctx.json) ctx.out(JSON.stringify(lockAudit));
       else for (const [k, v] of Object.entries(lockAudit)) ctx.out(`${k.padEnd(22)} ${typeof v === "object" ? JSON.stringify(v) : v}`);
-      return lockAudit.doubleClaims === 0 && lockAudit.halfReleasedLocks === 0 ? 0 : 1;
+      return lockAudit.doubleClaims === 0 && lockAudit.halfReleasedLocks === 0 && lockAudit.miscountedKeys === 0 ? 0 : 1;
     },
   },
 

@@ -1,5 +1,6 @@
-// The audit panel: lockAudit's figures. Two must always be zero (a double
-// claim, a half-released lock); two are zero once the recovery loop has run
+// The audit panel: lockAudit's figures. Three must always be zero (a double
+// claim, a half-released lock, a concurrency key's count that disagrees with
+// its issues); two are zero once the recovery loop has run
 // (locks of dead runs, exhausted issues not yet escalated).
 import type { Api } from "../api.js";
 import { ApiError } from "../api.js";
@@ -9,6 +10,7 @@ import { BoardAuditDocument } from "../generated/graphql.js";
 const FIGURES = [
   { key: "doubleClaims", label: "Double claims", mustBeZero: true, note: "must always be 0" },
   { key: "halfReleasedLocks", label: "Half-released locks", mustBeZero: true, note: "must always be 0" },
+  { key: "miscountedKeys", label: "Miscounted concurrency keys", mustBeZero: true, note: "must always be 0" },
   { key: "locksHeldByDeadRuns", label: "Locks held by dead runs", mustBeZero: false, note: "0 after the recovery loop runs" },
   { key: "unescalatedExhausted", label: "Exhausted, not yet escalated", mustBeZero: false, note: "0 after the recovery loop runs" },
 ] as const;
