@@ -70,7 +70,8 @@ CREATE INDEX "issues_key_active_idx" ON "issues"("company_id", "concurrency_key"
 -- when the key is seen full and passed over.
 --
 -- Every change is made under the key row's lock, taken in (company, key)
--- order (so two statements touching several keys never deadlock):
+-- order (so two statements touching several keys never deadlock), one key
+-- after another:
 --   - active moves by the statement's delta, and top_priority can only get
 --     better by the priorities that became claimable: both exact on the
 --     newest row, whatever this statement's snapshot saw;
@@ -93,63 +94,87 @@ DECLARE
   v_lost "issue_priority"[];
   v_new_keys boolean;
   v_pool_served uuid[];
-  v_over_key text;
-  v_over_max integer;
-  v_recompute_companies uuid[];
-  v_recompute_keys text[];
+  v_company uuid;
+  n integer;
+  v_max integer;
+  v_active integer;
+  v_recompute boolean;
+  r_companies uuid[];
+  r_old_keys text[];
+  r_new_keys text[];
+  r_was_active boolean[];
+  r_is_active boolean[];
+  r_was_claimable "issue_priority"[];
+  r_is_claimable "issue_priority"[];
+  r_served boolean[];
 BEGIN
+  -- The rows whose key matters: old and new values side by side, as arrays.
+  -- (Queries over the transition tables are planned anew on every call, so
+  -- this one is kept flat; the grouping below runs on the arrays, with a
+  -- cached plan.)
+  IF TG_OP = 'INSERT' THEN
+    SELECT array_agg(n."company_id"), array_agg(''::text), array_agg(n."concurrency_key"),
+           array_agg(false), array_agg(false), array_agg(NULL::"issue_priority"),
+           array_agg(CASE WHEN n."status" = 'OPEN' AND n."attempt_count" < n."max_attempts" THEN n."priority" END),
+           array_agg(false)
+      INTO r_companies, r_old_keys, r_new_keys, r_was_active, r_is_active, r_was_claimable, r_is_claimable, r_served
+      FROM "new_rows" n WHERE n."concurrency_key" <> '';
+  ELSE
+    SELECT array_agg(n."company_id"), array_agg(o."concurrency_key"), array_agg(n."concurrency_key"),
+           array_agg(o."status" IN ('CLAIMED', 'IN_PROGRESS')), array_agg(n."status" IN ('CLAIMED', 'IN_PROGRESS')),
+           array_agg(CASE WHEN o."status" = 'OPEN' AND o."attempt_count" < o."max_attempts" THEN o."priority" END),
+           array_agg(CASE WHEN n."status" = 'OPEN' AND n."attempt_count" < n."max_attempts" THEN n."priority" END),
+           array_agg(n."checkout_run_id" IS NOT NULL AND n."checkout_run_id" IS DISTINCT FROM o."checkout_run_id")
+      INTO r_companies, r_old_keys, r_new_keys, r_was_active, r_is_active, r_was_claimable, r_is_claimable, r_served
+      FROM "old_rows" o JOIN "new_rows" n ON n."id" = o."id"
+     WHERE (o."concurrency_key" <> '' OR n."concurrency_key" <> ''
+            OR (n."checkout_run_id" IS NOT NULL AND n."checkout_run_id" IS DISTINCT FROM o."checkout_run_id"))
+       AND (o."status", o."attempt_count", o."max_attempts", o."priority", o."concurrency_key", o."checkout_run_id")
+           IS DISTINCT FROM (n."status", n."attempt_count", n."max_attempts", n."priority", n."concurrency_key", n."checkout_run_id");
+  END IF;
+  IF r_companies IS NULL THEN
+    RETURN NULL;
+  END IF;
+
   -- What the statement did to each named key it touched: the change in its
   -- active issues, whether it gave one out (a checkout taken), and the best
   -- priority among its issues that became, or stopped being, claimable.
-  IF TG_OP = 'INSERT' THEN
-    SELECT array_agg(t.c ORDER BY t.c, t.k), array_agg(t.k ORDER BY t.c, t.k), array_agg(0), array_agg(false),
-           array_agg(t.a ORDER BY t.c, t.k), array_agg(NULL::"issue_priority"), true
-      INTO v_companies, v_keys, v_deltas, v_served, v_added, v_lost, v_new_keys
-      FROM (SELECT n."company_id" AS c, n."concurrency_key" AS k,
-                   min(CASE WHEN n."status" = 'OPEN' AND n."attempt_count" < n."max_attempts" THEN n."priority" END) AS a
-              FROM "new_rows" n WHERE n."concurrency_key" <> '' GROUP BY 1, 2) t;
-  ELSE
-    WITH moved AS (
-      SELECT ch.*
-        FROM "old_rows" o JOIN "new_rows" n ON n."id" = o."id"
-       CROSS JOIN LATERAL (VALUES
-         (o."company_id", o."concurrency_key", -(o."status" IN ('CLAIMED', 'IN_PROGRESS'))::int, false, NULL::"issue_priority",
-          CASE WHEN o."status" = 'OPEN' AND o."attempt_count" < o."max_attempts" THEN o."priority" END, false),
-         (n."company_id", n."concurrency_key", (n."status" IN ('CLAIMED', 'IN_PROGRESS'))::int,
-          n."checkout_run_id" IS NOT NULL AND n."checkout_run_id" IS DISTINCT FROM o."checkout_run_id",
-          CASE WHEN n."status" = 'OPEN' AND n."attempt_count" < n."max_attempts" THEN n."priority" END, NULL::"issue_priority",
-          n."concurrency_key" <> o."concurrency_key")
-       ) AS ch("company_id", "key", "delta", "served", "added", "lost", "new_key")
-       WHERE (o."status", o."attempt_count", o."max_attempts", o."priority", o."concurrency_key", o."checkout_run_id")
-             IS DISTINCT FROM (n."status", n."attempt_count", n."max_attempts", n."priority", n."concurrency_key", n."checkout_run_id")
-    ),
-    named_keys AS (
-      SELECT m."company_id", m."key", sum(m."delta")::int AS "delta", bool_or(m."served") AS "served",
-             min(m."added") AS "added", min(m."lost") AS "lost", bool_or(m."new_key") AS "new_key"
-        FROM moved m WHERE m."key" <> '' GROUP BY m."company_id", m."key"
-    )
-    SELECT (SELECT array_agg(nk."company_id" ORDER BY nk."company_id", nk."key") FROM named_keys nk),
-           (SELECT array_agg(nk."key" ORDER BY nk."company_id", nk."key") FROM named_keys nk),
-           (SELECT array_agg(nk."delta" ORDER BY nk."company_id", nk."key") FROM named_keys nk),
-           (SELECT array_agg(nk."served" ORDER BY nk."company_id", nk."key") FROM named_keys nk),
-           (SELECT array_agg(nk."added" ORDER BY nk."company_id", nk."key") FROM named_keys nk),
-           (SELECT array_agg(nk."lost" ORDER BY nk."company_id", nk."key") FROM named_keys nk),
-           (SELECT coalesce(bool_or(nk."new_key"), false) FROM named_keys nk),
-           (SELECT array_agg(DISTINCT m."company_id") FROM moved m WHERE m."key" = '' AND m."served")
-      INTO v_companies, v_keys, v_deltas, v_served, v_added, v_lost, v_new_keys, v_pool_served;
-  END IF;
+  WITH r AS (
+    SELECT * FROM unnest(r_companies, r_old_keys, r_new_keys, r_was_active, r_is_active, r_was_claimable, r_is_claimable, r_served)
+      AS r(c, ok, nk, wa, ia, wc, ic, s)
+  ),
+  moved AS (
+    SELECT r.c, r.ok AS k, -r.wa::int AS d, false AS s, NULL::"issue_priority" AS a, r.wc AS l, false AS nkey FROM r
+    UNION ALL
+    SELECT r.c, r.nk, r.ia::int, r.s, r.ic, NULL, r.nk <> r.ok OR TG_OP = 'INSERT' FROM r
+  ),
+  named_keys AS (
+    SELECT m.c, m.k, sum(m.d)::int AS d, bool_or(m.s) AS s, min(m.a) AS a, min(m.l) AS l, bool_or(m.nkey) AS nkey
+      FROM moved m WHERE m.k <> '' GROUP BY m.c, m.k
+  )
+  SELECT (SELECT array_agg(g.c ORDER BY g.c, g.k) FROM named_keys g),
+         (SELECT array_agg(g.k ORDER BY g.c, g.k) FROM named_keys g),
+         (SELECT array_agg(g.d ORDER BY g.c, g.k) FROM named_keys g),
+         (SELECT array_agg(g.s ORDER BY g.c, g.k) FROM named_keys g),
+         (SELECT array_agg(g.a ORDER BY g.c, g.k) FROM named_keys g),
+         (SELECT array_agg(g.l ORDER BY g.c, g.k) FROM named_keys g),
+         (SELECT coalesce(bool_or(g.nkey), false) FROM named_keys g),
+         (SELECT array_agg(DISTINCT m.c) FROM moved m WHERE m.k = '' AND m.s)
+    INTO v_companies, v_keys, v_deltas, v_served, v_added, v_lost, v_new_keys, v_pool_served;
 
-  -- (A company without named keys has no turns to take: nothing to move.)
-  IF v_pool_served IS NOT NULL
-     AND EXISTS (SELECT 1 FROM "concurrency_keys" k WHERE k."company_id" = ANY(v_pool_served) AND k."key" <> '') THEN
-    INSERT INTO "concurrency_keys" ("company_id", "key")
-      SELECT c, '' FROM unnest(v_pool_served) c
-      ON CONFLICT ("company_id", "key") DO NOTHING;
-    UPDATE "concurrency_keys" k SET "last_served" = nextval('baton_turns')
-      WHERE (k."company_id", k."key") IN (
-        SELECT f."company_id", f."key" FROM "concurrency_keys" f
-         WHERE f."company_id" = ANY(v_pool_served) AND f."key" = ''
-           FOR UPDATE SKIP LOCKED);
+  -- The unkeyed pool's turn. (A company without named keys has no turns to
+  -- take: nothing to move.)
+  IF v_pool_served IS NOT NULL THEN
+    FOREACH v_company IN ARRAY v_pool_served LOOP
+      IF EXISTS (SELECT 1 FROM "concurrency_keys" k WHERE k."company_id" = v_company AND k."key" <> '') THEN
+        INSERT INTO "concurrency_keys" ("company_id", "key") VALUES (v_company, '')
+          ON CONFLICT ("company_id", "key") DO NOTHING;
+        PERFORM 1 FROM "concurrency_keys" k WHERE k."company_id" = v_company AND k."key" = '' FOR UPDATE SKIP LOCKED;
+        IF FOUND THEN
+          UPDATE "concurrency_keys" k SET "last_served" = nextval('baton_turns') WHERE k."company_id" = v_company AND k."key" = '';
+        END IF;
+      END IF;
+    END LOOP;
   END IF;
 
   IF v_keys IS NULL THEN
@@ -163,51 +188,36 @@ BEGIN
       SELECT c, k FROM unnest(v_companies, v_keys) AS t(c, k)
       ON CONFLICT ("company_id", "key") DO NOTHING;
   END IF;
-  -- Several keys: lock them in order first. (One key: the update below locks it.)
-  IF cardinality(v_keys) > 1 THEN
-    PERFORM 1 FROM "concurrency_keys" k
-      WHERE (k."company_id", k."key") IN (SELECT c, kk FROM unnest(v_companies, v_keys) AS t(c, kk))
-        AND k."company_id" = ANY(v_companies) AND k."key" = ANY(v_keys)
-      ORDER BY k."company_id", k."key"
-        FOR UPDATE;
-  END IF;
-  -- The deltas, on the newest rows. top_priority is left as it is where it
-  -- must be recomputed (an issue at or above it stopped being claimable).
-  WITH changed AS (
+  -- Key by key, in (company, key) order (the arrays are sorted): each update
+  -- locks its row, so the locks are taken in that order too. One statement
+  -- per key, by its primary key (a set-based update over the arrays gets a
+  -- generic plan that reads every key).
+  FOR n IN 1 .. cardinality(v_keys) LOOP
+    -- The deltas, on the newest row. top_priority is left as it is where it
+    -- must be recomputed (an issue at or above it stopped being claimable).
     UPDATE "concurrency_keys" k
-       SET "active" = k."active" + t.d,
-           "last_served" = CASE WHEN t.s THEN nextval('baton_turns') ELSE k."last_served" END,
-           "top_priority" = CASE WHEN t.l IS NOT NULL AND (k."top_priority" IS NULL OR t.l <= k."top_priority") THEN k."top_priority"
-                                 ELSE least(k."top_priority", t.a) END
-      FROM unnest(v_companies, v_keys, v_deltas, v_served, v_added, v_lost) AS t(c, kk, d, s, a, l)
-     WHERE k."company_id" = t.c AND k."key" = t.kk
-       -- (for the index: the planner takes unnest for a hundred rows, and would scan every key)
-       AND k."company_id" = ANY(v_companies) AND k."key" = ANY(v_keys)
-    RETURNING k."company_id", k."key", k."max_active", k."active", t.d,
-              (t.l IS NOT NULL AND (k."top_priority" IS NULL OR t.l <= k."top_priority")) AS "recompute"
-  ),
-  over AS (
-    SELECT c."key", c."max_active" FROM changed c WHERE c.d > 0 AND c."active" > c."max_active" LIMIT 1
-  )
-  SELECT (SELECT o."key" FROM over o), (SELECT o."max_active" FROM over o),
-         (SELECT array_agg(c."company_id") FROM changed c WHERE c."recompute"),
-         (SELECT array_agg(c."key") FROM changed c WHERE c."recompute")
-    INTO v_over_key, v_over_max, v_recompute_companies, v_recompute_keys;
-  IF v_over_key IS NOT NULL THEN
-    RAISE EXCEPTION 'concurrency key % is at its limit of % active issues', v_over_key, v_over_max
-      USING ERRCODE = '40001', HINT = 'a concurrent claim took the last slot; run the claim again';
-  END IF;
-  -- A new snapshot, under the locks: the key's best claimable priority, from its issues.
-  IF v_recompute_keys IS NOT NULL THEN
-    UPDATE "concurrency_keys" k
-       SET "top_priority" = (SELECT i."priority" FROM "issues" i
-                              WHERE i."company_id" = k."company_id" AND i."concurrency_key" = k."key"
-                                AND i."status" = 'OPEN' AND i."attempt_count" < i."max_attempts"
-                              ORDER BY i."priority" LIMIT 1)
-      FROM unnest(v_recompute_companies, v_recompute_keys) AS t(c, kk)
-     WHERE k."company_id" = t.c AND k."key" = t.kk
-       AND k."company_id" = ANY(v_recompute_companies) AND k."key" = ANY(v_recompute_keys);
-  END IF;
+       SET "active" = k."active" + v_deltas[n],
+           "last_served" = CASE WHEN v_served[n] THEN nextval('baton_turns') ELSE k."last_served" END,
+           "top_priority" = CASE WHEN v_lost[n] IS NOT NULL AND (k."top_priority" IS NULL OR v_lost[n] <= k."top_priority")
+                                 THEN k."top_priority" ELSE least(k."top_priority", v_added[n]) END
+     WHERE k."company_id" = v_companies[n] AND k."key" = v_keys[n]
+    RETURNING k."max_active", k."active",
+              v_lost[n] IS NOT NULL AND (k."top_priority" IS NULL OR v_lost[n] <= k."top_priority")
+      INTO v_max, v_active, v_recompute;
+    IF v_deltas[n] > 0 AND v_active > v_max THEN
+      RAISE EXCEPTION 'concurrency key % is at its limit of % active issues', v_keys[n], v_max
+        USING ERRCODE = '40001', HINT = 'a concurrent claim took the last slot; run the claim again';
+    END IF;
+    -- A new snapshot, under the lock: the key's best claimable priority, from its issues.
+    IF v_recompute THEN
+      UPDATE "concurrency_keys" k
+         SET "top_priority" = (SELECT i."priority" FROM "issues" i
+                                WHERE i."company_id" = v_companies[n] AND i."concurrency_key" = v_keys[n]
+                                  AND i."status" = 'OPEN' AND i."attempt_count" < i."max_attempts"
+                                ORDER BY i."priority" LIMIT 1)
+       WHERE k."company_id" = v_companies[n] AND k."key" = v_keys[n];
+    END IF;
+  END LOOP;
   RETURN NULL;
 END $$;
 
