@@ -51,11 +51,9 @@ export function claimNextForEachStatement(companyId: string, group: ClaimRequest
       SELECT q.* FROM req q JOIN run r ON r.id = q.run_id AND r.agent_id = q.agent_id AND r.live
     ),
     lists AS (
-      SELECT l.agent_id, l.pool,
-             (SELECT count(*) FROM asker a WHERE a.agent_id = l.agent_id OR (l.pool AND a.pool))::int AS want
-        FROM (SELECT DISTINCT agent_id, pool FROM asker) l
+      SELECT a.agent_id, count(*)::int AS want FROM asker a GROUP BY a.agent_id
     ),
-    ${claimOrderCtes(companyId)},
+    ${claimOrderCtes(companyId, sql`(SELECT count(*) FROM asker WHERE pool)`)},
     cand AS (
       SELECT DISTINCT ON (g.id) g.* FROM got g ORDER BY g.id, ${raw(IN_CLAIM_ORDER("g"))}
     ),

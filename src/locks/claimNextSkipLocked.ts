@@ -35,11 +35,19 @@ export function claimNextSkipLockedStatement(runId: string, actor: AgentActor, i
   return sql`
     WITH ${runCte(runId, actor, true)},
     lists AS (
-      SELECT ${actor.agentId}::uuid AS agent_id, ${includeUnassigned}::boolean AS pool, ${limit}::int AS want
+      SELECT ${actor.agentId}::uuid AS agent_id, ${limit}::int AS want
        WHERE EXISTS (SELECT 1 FROM run WHERE run.live AND run.agent_id = ${actor.agentId}::uuid)
     ),
-    ${claimOrderCtes(actor.companyId)},
-    next AS (SELECT id FROM got),
+    ${claimOrderCtes(actor.companyId, sql`CASE WHEN ${includeUnassigned}::boolean AND EXISTS (SELECT 1 FROM lists) THEN ${limit}::int ELSE 0 END`)},
+    -- the first \`limit\` in claim order, no more of a key than its room
+    next AS (
+      SELECT r.id FROM (
+        SELECT g.*, row_number() OVER (PARTITION BY g.key ORDER BY ${raw(IN_CLAIM_ORDER("g"))}) AS nth FROM got g
+      ) r
+       WHERE r.room IS NULL OR r.nth <= r.room
+       ORDER BY ${raw(IN_CLAIM_ORDER("r"))}
+       LIMIT ${limit}::int
+    ),
     ${acquire ? claimAndStart(runId, actor) : claimOnly(runId, actor)},
     ${appendEvents("changes")}
     SELECT (SELECT ${runViewJson("run")} FROM run) AS run,

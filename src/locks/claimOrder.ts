@@ -12,7 +12,7 @@
 // are walked by one index in exactly that order.
 import { raw, sql } from "../db/sql.js";
 import type { Sql } from "../db/sql.js";
-import { claimableBy } from "./fragments.js";
+import { claimableBy, claimableUnassigned } from "./fragments.js";
 
 /** How many keys past the ones a claim needs are looked at, so that concurrent claimers racing for the same heads still find one each. */
 const SPARE_KEYS = 8;
@@ -42,83 +42,97 @@ const keysInTurn = (companyId: string, limit: Sql) => sql`
      WHERE t.top_priority IS NOT NULL`;
 
 /**
- * CTEs that, after a CTE `lists` of (agent_id, pool, want) (the claims to
- * serve: an agent, whether it takes unassigned work, how many issues), define
- * `got`: for each list, up to `want` issues locked FOR UPDATE SKIP LOCKED,
- * with the columns that order them (phase, priority, j, turn_no, created_at,
- * id) and their key's room.
+ * CTEs that define `got`, the issues a claim-next statement may hand out,
+ * locked FOR UPDATE SKIP LOCKED, with the columns that order them (phase,
+ * priority, j, turn_no, created_at, id) and their key's room. The statement
+ * defines before them a CTE `lists` of (agent_id, want): each claiming agent
+ * and how many issues assigned to it its requests could take; `poolWant` is
+ * how many unassigned issues the requests that include the pool could take.
  *
- * Invariant: a list never takes more of a key's issues than its room, and
- * nothing is locked that `got` does not return (a row locked and not handed
- * out would make a concurrent claimer pass it by).
- *  - `turn`: the first `want` + SPARE_KEYS keys in turn order. No key later
- *    in the order can be among a list's first `want` issues: each of these
- *    keys' first issue comes before it.
- *  - `ahead`: without locking, each key's first issues claimable by the list
- *    (no more than its room, nor than the list could need from it), numbered
- *    j = 1, 2, … within the key. Ordering them by (priority, j, turn_no) is
- *    the order one claim after another would take them: each round, every
- *    key in turn gives one.
+ * Invariant: no key's issues are taken beyond its room by `picked` or
+ * `fill`, and nothing is locked that `got` does not return (a row locked and
+ * not handed out would make a concurrent claimer pass it by). (`own` may
+ * lock more of a limited key than its room; the statement hands out no more
+ * than the room.)
+ *  - `turn`: the first `poolWant` + SPARE_KEYS keys in turn order. No key
+ *    later in the order can be among the first `poolWant` issues: each of
+ *    these keys' first issue comes before it.
+ *  - `ahead`: without locking, each key's first unassigned claimable issues
+ *    (no more than its room, nor than the claims could need from it),
+ *    numbered j = 1, 2, … within the key. Ordering them by (priority, j,
+ *    turn_no) is the order one claim after another would take them: each
+ *    round, every key in turn gives one.
  *  - `picked`: they are locked in that order, skipping rows that concurrent
- *    claimers hold and re-checked on their newest version, until `want`.
- *  - `fill`: when concurrent claimers held so many of them that a list is
- *    still short, the rest comes in plain claim order (priority, then age)
- *    from keys without a limit: never a false "no issue" while such work
- *    waits, and never past a limit.
+ *    claimers hold and re-checked on their newest version, until `poolWant`.
+ *  - `own`: each agent's own assigned issues, in plain claim order (priority,
+ *    then age; issues_claimable_idx), in keys with room. They come before
+ *    unassigned ones of the same priority.
+ *  - `fill`: when concurrent claimers held so many of `ahead`'s rows that
+ *    the pool is still short, the rest comes in plain claim order from keys
+ *    without a limit: never a false "no issue" while such work waits, and
+ *    never past a limit.
  */
-export const claimOrderCtes = (companyId: string) => sql`
+export const claimOrderCtes = (companyId: string, poolWant: Sql) => sql`
+    pool AS (
+      SELECT ${poolWant}::int AS want
+    ),
     turn AS (
-      ${keysInTurn(companyId, sql`(SELECT max(want) FROM lists) + ${SPARE_KEYS}::int`)}
+      ${keysInTurn(companyId, sql`(SELECT want FROM pool) + ${SPARE_KEYS}::int`)}
     ),
     ahead AS (
-      SELECT l.agent_id, l.pool, a.id, a.priority, a.created_at, a.j, t.turn_no, t.key, t.room
-        FROM lists l CROSS JOIN turn t
+      SELECT a.id, a.priority, a.created_at, a.j, t.turn_no, t.key, t.room
+        FROM pool CROSS JOIN turn t
        CROSS JOIN LATERAL (
          SELECT x.*, row_number() OVER (ORDER BY x.priority, x.created_at, x.id) AS j FROM (
            SELECT i.id, i.priority, i.created_at FROM issues i
             WHERE i.company_id = ${companyId}::uuid AND i.concurrency_key = t.key
-              AND ${claimableBy("i", raw("l.agent_id"), raw("l.pool"))}
+              AND ${claimableUnassigned("i")}
             ORDER BY i.priority, i.created_at, i.id
-            LIMIT least(l.want, t.room, ${SPARE_KEYS}::int + ceil(l.want::numeric / (SELECT count(*) FROM turn))::int)
+            LIMIT least(pool.want, t.room, ${SPARE_KEYS}::int + ceil(pool.want::numeric / (SELECT count(*) FROM turn))::int)
          ) x
        ) a
+       WHERE pool.want > 0
     ),
     picked AS (
-      SELECT l.agent_id, l.pool, p.* FROM lists l CROSS JOIN LATERAL (
-        SELECT i.id, i.assignee_agent_id, a.key, a.room, 0 AS phase, a.priority, a.j, a.turn_no, a.created_at
-          FROM ahead a JOIN issues i ON i.id = a.id
-         WHERE a.agent_id = l.agent_id AND a.pool = l.pool AND i.concurrency_key = a.key
-           -- found by their ids (the planner cannot tell how few they are)
-           AND i.id = ANY(ARRAY(SELECT h.id FROM ahead h WHERE h.agent_id = l.agent_id AND h.pool = l.pool))
-           AND ${claimableBy("i", raw("l.agent_id"), raw("l.pool"))}
-         ORDER BY a.priority, a.j, a.turn_no
+      SELECT i.id, i.assignee_agent_id, a.key, a.room, 0 AS phase, a.priority, a.j, a.turn_no, a.created_at
+        FROM ahead a JOIN issues i ON i.id = a.id
+       WHERE i.concurrency_key = a.key AND ${claimableUnassigned("i")}
+         -- found by their ids (the planner cannot tell how few they are)
+         AND i.id = ANY(ARRAY(SELECT h.id FROM ahead h))
+       ORDER BY a.priority, a.j, a.turn_no
+       LIMIT (SELECT want FROM pool)
+         FOR UPDATE OF i SKIP LOCKED
+    ),
+    own AS (
+      SELECT o.* FROM lists l CROSS JOIN LATERAL (
+        SELECT i.id, i.assignee_agent_id, i.concurrency_key AS key, k.max_active - k.active AS room, 0 AS phase, i.priority,
+               0::bigint AS j, 0::bigint AS turn_no, i.created_at
+          FROM issues i LEFT JOIN concurrency_keys k ON k.company_id = i.company_id AND k.key = i.concurrency_key AND k.max_active IS NOT NULL
+         WHERE i.company_id = ${companyId}::uuid AND ${claimableBy("i", raw("l.agent_id"), false)}
+           AND (k.max_active IS NULL OR k.active < k.max_active)
+         ORDER BY i.priority, i.created_at, i.id
          LIMIT l.want
            FOR UPDATE OF i SKIP LOCKED
-      ) p
-    ),
-    short AS (
-      SELECT l.*, l.want - (SELECT count(*) FROM picked p WHERE p.agent_id = l.agent_id AND p.pool = l.pool)::int AS need
-        FROM lists l
+      ) o
     ),
     fill AS (
-      SELECT s.agent_id, s.pool, f.* FROM short s CROSS JOIN LATERAL (
+      SELECT f.* FROM pool CROSS JOIN LATERAL (
         SELECT i.id, i.assignee_agent_id, i.concurrency_key AS key, NULL::int AS room, 1 AS phase, i.priority,
                0::bigint AS j, 0::bigint AS turn_no, i.created_at
           FROM issues i
-         WHERE i.company_id = ${companyId}::uuid
-           AND ${claimableBy("i", raw("s.agent_id"), raw("s.pool"))}
-           AND i.id NOT IN (SELECT p.id FROM picked p WHERE p.agent_id = s.agent_id AND p.pool = s.pool)
+         WHERE i.company_id = ${companyId}::uuid AND ${claimableUnassigned("i")}
+           AND i.id NOT IN (SELECT p.id FROM picked p)
            -- (an OR, not a bare NOT EXISTS: an anti-join would read every open issue before the first)
            AND (i.concurrency_key = '' OR NOT EXISTS (SELECT 1 FROM concurrency_keys k
                             WHERE k.company_id = i.company_id AND k.key = i.concurrency_key AND k.max_active IS NOT NULL))
          ORDER BY i.priority, i.created_at, i.id
-         LIMIT s.need
+         LIMIT pool.want - (SELECT count(*) FROM picked)::int
            FOR UPDATE OF i SKIP LOCKED
       ) f
-      WHERE s.need > 0
+      WHERE pool.want > (SELECT count(*) FROM picked)
     ),
     got AS (
-      SELECT * FROM picked UNION ALL SELECT * FROM fill
+      SELECT * FROM own UNION ALL SELECT * FROM picked UNION ALL SELECT * FROM fill
     )`;
 
 /** The order `got`'s issues are handed out in, for ORDER BY (alias: a row of got). */

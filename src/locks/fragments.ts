@@ -100,6 +100,10 @@ export const assignedOrPooled = (alias: string, agent: Sql, pool: boolean | Sql)
 export const claimableBy = (alias: string, agent: Sql, pool: boolean | Sql): Sql =>
   sql`${raw(`${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts`)} AND ${assignedOrPooled(alias, agent, pool)}`;
 
+/** claimableBy for the unassigned pool alone: claimable, and assigned to nobody. */
+export const claimableUnassigned = (alias: string): Sql =>
+  raw(`${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts AND ${alias}.assignee_agent_id IS NULL`);
+
 /** Both locks and their details, cleared together (the issues_lock_pair CHECK insists). */
 export const CLEAR_LOCKS = `checkout_run_id = NULL, execution_run_id = NULL, execution_agent_name_key = NULL, execution_locked_at = NULL`;
 
