@@ -27,7 +27,8 @@ export interface Fixture {
 
 export async function fixture(name: string, agents: number, port: number, env: Record<string, string> = {}): Promise<Fixture> {
   const databaseUrl = await freshDatabase(name);
-  const db = new pg.Pool({ connectionString: databaseUrl, max: Math.max(agents, 4) });
+  // as the API connects (src/db/client.ts): no JIT
+  const db = new pg.Pool({ connectionString: databaseUrl, max: Math.max(agents, 4), options: "-c jit=off" });
   const api = await startApi(databaseUrl, port, env);
   try {
     const { createCompany } = await gql<{ createCompany: { company: { id: string }; boardKey: string } }>(

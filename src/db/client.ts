@@ -44,6 +44,10 @@ export function connectDb(databaseUrl: string, poolSize: number, applicationName
     // this long on a lock is a bug or an outage, not load.
     statement_timeout: 30_000,
     idleTimeoutMillis: 30_000,
+    // No JIT: every statement here runs in about a millisecond, and a plan
+    // whose estimate crosses jit_above_cost (a claim over a large backlog
+    // can) would spend a hundred times that compiling itself.
+    options: "-c jit=off",
   });
   // An idle client that loses its connection emits 'error' on the pool; without
   // a listener that would crash the process. The next query reconnects.
