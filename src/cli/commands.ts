@@ -91,6 +91,16 @@ type Issue = Record<string, unknown> & { id: string };
 
 /** A key as a table shows it: "-" for the unkeyed pool, a long one cut (--json has it whole). */
 const KEY_WIDTH = 32;
+/** A command's first word names its subcommand: none prints the usage and exits 2, --help prints it and exits 0. */
+function subcommand(ctx: Context, words: string[], usage: string): [verb: string, rest: string[]] | number {
+  const [verb, ...rest] = words;
+  if (verb === undefined || verb === "--help" || verb === "-h") {
+    ctx.out(usage);
+    return verb === undefined ? 2 : 0;
+  }
+  return [verb, rest];
+}
+
 function keyCell(key: unknown): string {
   if (typeof key !== "string") return "-";
   return key.length > KEY_WIDTH ? `${key.slice(0, KEY_WIDTH - 1)}…` : key;
@@ -164,11 +174,9 @@ export const COMMANDS: Record<string, Command> = {
     args: "show ID | create --title T [--key KEY] … | force-release ID --reason R | requeue ID | cancel ID",
     what: "one issue: show it, create one, or change it",
     async run(ctx, words) {
-      const [verb, ...rest] = words;
-      if (verb === undefined || verb === "--help" || verb === "-h") {
-        ctx.out("Usage: baton issue show ID | create --title T [--priority P] [--assignee AGENT_ID] [--max-attempts N] [--key KEY] | force-release ID --reason R | requeue ID | cancel ID");
-        return verb === undefined ? 2 : 0;
-      }
+      const chosen = subcommand(ctx, words, "Usage: baton issue show ID | create --title T [--priority P] [--assignee AGENT_ID] [--max-attempts N] [--key KEY] | force-release ID --reason R | requeue ID | cancel ID");
+      if (typeof chosen === "number") return chosen;
+      const [verb, rest] = chosen;
       switch (verb) {
         case "show": {
           const p = parse(ctx, rest, "issue show ID", {}, 1);
@@ -248,11 +256,9 @@ export const COMMANDS: Record<string, Command> = {
     args: "set KEY N | remove KEY",
     what: "cap a concurrency key at N active issues, or remove its cap (board key)",
     async run(ctx, words) {
-      const [verb, ...rest] = words;
-      if (verb === undefined || verb === "--help" || verb === "-h") {
-        ctx.out("Usage: baton limit set KEY N | remove KEY   (a KEY that starts with '-' goes after --: baton limit set -- -KEY N)");
-        return verb === undefined ? 2 : 0;
-      }
+      const chosen = subcommand(ctx, words, "Usage: baton limit set KEY N | remove KEY   (a KEY that starts with '-' goes after --: baton limit set -- -KEY N)");
+      if (typeof chosen === "number") return chosen;
+      const [verb, rest] = chosen;
       switch (verb) {
         case "set": {
           const p = parse(ctx, rest, "limit set KEY N", {}, 2);
