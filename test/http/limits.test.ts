@@ -6,7 +6,8 @@
 // Deadlines, not timings: a /healthz that waits more than HEALTH_DEADLINE_MS
 // fails the test. The attacks this file replays stalled it for 4 to 12 s; the
 // 200 ms goal is measured in bench/hostile.ts, where a busy machine cannot
-// fail the suite.
+// fail the suite. (2 s, not 1: with the whole suite on 2 cores, one /healthz
+// during the 10 MB uploads once took just over 1 s.)
 import { request as httpRequest } from "node:http";
 import pg from "pg";
 import WebSocket from "ws";
@@ -16,7 +17,7 @@ import { eventually } from "../helpers/race.js";
 import { startServerProcess } from "../helpers/serverProcess.js";
 import type { ServerProcess } from "../helpers/serverProcess.js";
 
-const HEALTH_DEADLINE_MS = 1_000;
+const HEALTH_DEADLINE_MS = 2_000;
 const ALLOWED_ORIGIN = "https://board.example.com";
 
 let server: ServerProcess;
