@@ -19,6 +19,9 @@ const PORT = 4793;
 const LEASE_SECONDS = 10;
 /** The chance that an agent dies in the middle of a job. */
 const KILL_CHANCE = 0.01;
+/** BENCH_SOAK_KEYS=N spreads the issues over N concurrency keys, each limited to BENCH_SOAK_KEY_LIMIT (2) active issues. */
+const KEYS = Number(process.env.BENCH_SOAK_KEYS ?? 0);
+const KEY_LIMIT = Number(process.env.BENCH_SOAK_KEY_LIMIT ?? 2);
 
 type Claim = { claimIssue: { __typename: string; issue?: { id: string; lockEpoch: number } } };
 
@@ -52,13 +55,38 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
     }
     const db = new pg.Client({ connectionString: databaseUrl });
     await db.connect();
-    await db.query(`INSERT INTO issues (company_id, title, priority) SELECT $1, 'job ' || g, (ARRAY['CRITICAL','HIGH','MEDIUM','LOW'])[1 + g % 4]::issue_priority FROM generate_series(1, $2::int) g`, [companyId, issues]);
+    await db.query(
+      `INSERT INTO issues (company_id, title, priority, concurrency_key)
+       SELECT $1, 'job ' || g, (ARRAY['CRITICAL','HIGH','MEDIUM','LOW'])[1 + g % 4]::issue_priority,
+              CASE WHEN $3::int > 0 THEN 'k' || (g % $3::int) ELSE '' END
+         FROM generate_series(1, $2::int) g`,
+      [companyId, issues, KEYS],
+    );
+    if (KEYS > 0) await db.query(`UPDATE concurrency_keys SET max_active = $2 WHERE company_id = $1 AND key <> ''`, [companyId, KEY_LIMIT]);
     await db.end();
+    /** With keys: the most keys ever seen over their limit, or with a count that disagrees with the issues (both must stay 0). */
+    const keyWatch = { over: 0, miscounted: 0 };
+    const watcher = new pg.Client({ connectionString: databaseUrl });
+    await watcher.connect();
+    const watchKeys = async () => {
+      if (KEYS === 0) return;
+      const { rows } = await watcher.query(
+        `SELECT count(*) FILTER (WHERE counted > max_active)::int AS over, count(*) FILTER (WHERE counted <> active)::int AS miscounted
+           FROM (SELECT k.max_active, k.active,
+                        (SELECT count(*) FROM issues i WHERE i.company_id = k.company_id AND i.concurrency_key = k.key
+                            AND i.status IN ('CLAIMED', 'IN_PROGRESS')) AS counted
+                   FROM concurrency_keys k WHERE k.company_id = $1 AND k.key <> '') x`,
+        [companyId],
+      );
+      keyWatch.over = Math.max(keyWatch.over, rows[0].over);
+      keyWatch.miscounted = Math.max(keyWatch.miscounted, rows[0].miscounted);
+    };
 
     const started = performance.now();
     const deadline = started + seconds * 1000;
     const sample = async () => memory.push([Math.round((performance.now() - started) / 1000), Math.round(rss()), await heap().catch(() => NaN)]);
     const sampler = setInterval(() => void sample(), 10_000);
+    const keySampler = setInterval(() => void watchKeys().catch(() => {}), 1_000);
     await sample();
 
     /** One agent's life: a run, heartbeats, jobs; until it is killed (then a new life) or the soak ends. */
@@ -113,7 +141,10 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       while ((await life(key)) === "killed" && performance.now() < deadline);
     }));
     clearInterval(sampler);
+    clearInterval(keySampler);
     await sample();
+    await watchKeys();
+    await watcher.end();
 
     // Every lease runs out, then the recovery loop (still running) frees what the dead held.
     const check = new pg.Client({ connectionString: databaseUrl });
@@ -125,16 +156,18 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
     const audit = await gql<{ lockAudit: Record<string, unknown> }>(api.url, createCompany.boardKey,
-      `query($c: ID!) { lockAudit(companyId: $c) { doubleClaims halfReleasedLocks locksHeldByDeadRuns unescalatedExhausted } }`, { c: companyId });
+      `query($c: ID!) { lockAudit(companyId: $c) { doubleClaims halfReleasedLocks miscountedKeys locksHeldByDeadRuns unescalatedExhausted } }`, { c: companyId });
     await check.end();
     const violations = await checkHistory(databaseUrl, companyId, told);
     const curve = memory.map(([t, mb, used]) => `${t}s ${mb}/${used}`).join(", ");
     return {
       name: "soak",
-      columns: ["agents", "issues", "seconds", "jobs done", "requeued", "agents killed mid-job", "call errors", "locks still held", "audit", "checker violations", "API RSS start → end MB", "API heap used start → end MB"],
+      columns: ["agents", "issues", "keys (limit)", "keys ever over limit or miscounted", "seconds", "jobs done", "requeued", "agents killed mid-job", "call errors", "locks still held", "audit", "checker violations", "API RSS start → end MB", "API heap used start → end MB"],
       rows: [{
         agents,
         issues: issues.toLocaleString("en"),
+        "keys (limit)": KEYS > 0 ? `${KEYS} (${KEY_LIMIT})` : "none",
+        "keys ever over limit or miscounted": KEYS > 0 ? `${keyWatch.over} / ${keyWatch.miscounted} (sampled every second)` : "",
         seconds,
         "jobs done": tally.jobs.toLocaleString("en"),
         requeued: tally.requeued.toLocaleString("en"),
