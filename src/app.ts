@@ -26,6 +26,7 @@ import { routes } from "./http/routes.js";
 import { httpServer } from "./http/server.js";
 import { DEFAULT_LIMITS } from "./limits.js";
 import type { Limits } from "./limits.js";
+import { FleetSnapshots } from "./locks/fleetSnapshot.js";
 import { createLockGroups } from "./locks/groups.js";
 import type { LockDeps } from "./locks/deps.js";
 import type { Logger } from "./log.js";
@@ -81,9 +82,11 @@ export function buildApp(deps: AppDeps): App {
   const limits = deps.limits ?? DEFAULT_LIMITS;
   const watcher = new LedgerWatcher(deps.db, deps.ledgerPollMs ?? 1000, deps.log, deps.ledgerHoldWarningMs);
   const ledger = new LedgerReader(deps.db);
+  const fleet = new FleetSnapshots(deps.db);
   const metrics = new Metrics({
     events: deps.bus,
     ledger: { heldBackMs: () => watcher.heldBackMs, oldestTransactionSeconds: () => ledger.oldestTransactionSeconds() },
+    fleet: () => fleet.read(),
   });
   const resolver = new PrincipalResolver(deps.db, deps.adminToken, limits.unknownKeysPerMinute, (found) =>
     metrics.keyLookups.inc({ result: found ? "found" : "unknown" }),

@@ -2,6 +2,8 @@
 // has its own registry (the API's is served on GET /metrics; the recovery
 // loop's on --metrics-port).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { FleetSnapshot } from "./locks/fleetSnapshot.js";
+import type { Issue } from "./domain/types.js";
 
 export class Metrics {
   readonly registry = new Registry();
@@ -17,6 +19,13 @@ export class Metrics {
   readonly adoptions = new Counter({
     name: "baton_adoptions_total",
     help: "Checkouts taken over from a dead run by claimIssue.",
+    registers: [this.registry],
+  });
+
+  readonly timeToFirstClaim = new Histogram({
+    name: "baton_time_to_first_claim_seconds",
+    help: "From an issue's creation to its first checkout (claimIssue, claimIssues, runHeartbeat), on the database clock.",
+    buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600],
     registers: [this.registry],
   });
 
@@ -67,6 +76,8 @@ export class Metrics {
       events?: { stats: { published: number; publishFailures: number } };
       /** What holds event delivery back (docs/events.md, "The one caveat"). */
       ledger?: { heldBackMs: () => number; oldestTransactionSeconds: () => Promise<number> };
+      /** The database-wide figures (src/locks/fleetSnapshot.ts), read at most every few seconds. */
+      fleet?: () => Promise<FleetSnapshot>;
       defaults?: boolean;
     } = {},
   ) {
@@ -92,6 +103,45 @@ export class Metrics {
         },
       });
     }
+    const fleet = options.fleet;
+    if (fleet) {
+      const read = () => fleet().catch(() => null);
+      new Gauge({
+        name: "baton_oldest_claimable_issue_seconds",
+        help: "Per company with claimable work: seconds since its oldest claimable issue (OPEN, an attempt left) was created. Work waiting that long is not being taken.",
+        labelNames: ["company"] as const,
+        registers: [this.registry],
+        async collect() {
+          const snapshot = await read();
+          this.reset();
+          for (const c of snapshot?.oldestClaimable ?? []) this.set({ company: c.companyId }, c.seconds);
+        },
+      });
+      new Gauge({
+        name: "baton_runs_heartbeat_late",
+        help: "RUNNING runs whose last heartbeat is older than half their lease: recovered at their lease's end if they stay silent.",
+        registers: [this.registry],
+        async collect() {
+          this.set((await read())?.runsPastHalfLease ?? 0);
+        },
+      });
+      new Gauge({
+        name: "baton_ledger_rows",
+        help: "Rows in the lock_events ledger (PostgreSQL's estimate, as of the last ANALYZE).",
+        registers: [this.registry],
+        async collect() {
+          this.set((await read())?.ledgerRows ?? 0);
+        },
+      });
+      new Gauge({
+        name: "baton_ledger_oldest_event_seconds",
+        help: "Age of the oldest event still in the ledger (0 when empty).",
+        registers: [this.registry],
+        async collect() {
+          this.set((await read())?.oldestEventSeconds ?? 0);
+        },
+      });
+    }
     const ledger = options.ledger;
     if (ledger) {
       new Gauge({
@@ -113,10 +163,22 @@ export class Metrics {
     }
   }
 
-  /** Counts a mutation's outcome and passes the result through. */
+  /** Counts a mutation's outcome, times first claims, and passes the result through. */
   outcome<R extends { __typename: string }>(mutation: string, result: R): R {
     this.outcomes.inc({ mutation, outcome: result.__typename });
     if ((result as { adopted?: boolean }).adopted) this.adoptions.inc();
+    const claimed = result as { issue?: Issue; issues?: Issue[]; alreadyHeld?: boolean };
+    if (result.__typename === "IssueClaimed" && claimed.issue && !claimed.alreadyHeld) this.firstClaims([claimed.issue]);
+    if (result.__typename === "IssuesClaimed" && claimed.issues) this.firstClaims(claimed.issues);
     return result;
+  }
+
+  /** Issues checked out for the first time (lockEpoch 1): how long they waited since creation. */
+  firstClaims(issues: readonly Issue[]): void {
+    for (const issue of issues) {
+      if (issue.lockEpoch !== 1 || issue.claimedAt === null) continue;
+      const waited = (new Date(issue.claimedAt).getTime() - new Date(issue.createdAt).getTime()) / 1000;
+      if (Number.isFinite(waited)) this.timeToFirstClaim.observe(Math.max(0, waited));
+    }
   }
 }

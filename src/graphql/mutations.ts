@@ -121,7 +121,11 @@ builder.mutationFields((t) => ({
     type: HeartbeatTickRef,
     description:
       "The scheduler tick: for each agent of the caller's company with claimable work, start a run and claim that agent's next issue.",
-    resolve: (_root, _args, ctx) => tickScheduler(ctx.services.locks, requireBoard(ctx)),
+    resolve: (_root, _args, ctx) =>
+      tickScheduler(ctx.services.locks, requireBoard(ctx)).then((tick) => {
+        ctx.services.metrics.firstClaims(tick.claims.map((c) => c.issue));
+        return tick;
+      }),
   }),
 }));
 

@@ -1,0 +1,59 @@
+// FLEET_SNAPSHOT: the figures an operator's dashboard asks of the whole
+// database, for /metrics (src/metrics.ts): how long the oldest claimable issue
+// of each company has waited, how many running runs are late with their
+// heartbeat, and how big and how old the ledger is. /metrics is public, so the
+// read is shared and made at most once every SNAPSHOT_MAX_AGE_MS.
+import { named, queryOne, sql } from "../db/sql.js";
+import type { Queryable } from "../db/client.js";
+
+export const SNAPSHOT_MAX_AGE_MS = 5_000;
+
+export interface FleetSnapshot {
+  /** Per company with claimable work: seconds since its oldest claimable issue (OPEN, an attempt left) was created. */
+  oldestClaimable: { companyId: string; seconds: number }[];
+  /** RUNNING runs whose last heartbeat is older than half their lease: the next to be recovered if they stay silent. */
+  runsPastHalfLease: number;
+  /** lock_events rows, PostgreSQL's estimate (pg_class.reltuples, kept by ANALYZE): a count(*) would read the whole ledger. */
+  ledgerRows: number;
+  /** Seconds since the oldest event still in the ledger; 0 when it is empty. */
+  oldestEventSeconds: number;
+}
+
+/**
+ * Each company's oldest claimable issue is the first of four probes of
+ * issues_pool_idx (one per priority), the oldest event one probe of
+ * lock_events_pkey per company: the cost grows with the companies, never with
+ * the issues or the ledger.
+ */
+const FLEET_SNAPSHOT = sql`
+  SELECT
+    (SELECT coalesce(json_agg(json_build_object('companyId', c.id, 'seconds', extract(epoch FROM now() - o.oldest)::float8) ORDER BY c.id), '[]'::json)
+       FROM companies c
+       CROSS JOIN LATERAL (
+         SELECT min(x.created_at) AS oldest FROM unnest(enum_range(NULL::issue_priority)) AS p(priority)
+          CROSS JOIN LATERAL (
+            SELECT i.created_at FROM issues i
+             WHERE i.company_id = c.id AND i.priority = p.priority AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
+             ORDER BY i.created_at LIMIT 1) x
+       ) o
+      WHERE o.oldest IS NOT NULL) AS "oldestClaimable",
+    (SELECT count(*)::int FROM heartbeat_runs r
+      WHERE r.status = 'RUNNING' AND now() - r.last_heartbeat_at > (r.lease_expires_at - r.last_heartbeat_at) / 2) AS "runsPastHalfLease",
+    (SELECT greatest(c.reltuples, 0)::float8 FROM pg_class c WHERE c.oid = 'lock_events'::regclass) AS "ledgerRows",
+    coalesce((SELECT extract(epoch FROM now() - min(e.at))::float8 FROM companies c
+               CROSS JOIN LATERAL (SELECT l.at FROM lock_events l WHERE l.company_id = c.id ORDER BY l.seq LIMIT 1) e), 0) AS "oldestEventSeconds"`;
+
+/** Reads FLEET_SNAPSHOT at most once every SNAPSHOT_MAX_AGE_MS, however often it is asked; concurrent askers share one read. */
+export class FleetSnapshots {
+  private last: { at: number; value: Promise<FleetSnapshot> } | null = null;
+
+  constructor(private readonly db: Queryable) {}
+
+  read(): Promise<FleetSnapshot> {
+    if (this.last && performance.now() - this.last.at < SNAPSHOT_MAX_AGE_MS) return this.last.value;
+    const value = queryOne<FleetSnapshot>(this.db, named("FLEET_SNAPSHOT", FLEET_SNAPSHOT));
+    this.last = { at: performance.now(), value };
+    value.catch(() => (this.last = null)); // a failed read is not kept: the next scrape tries again
+    return value;
+  }
+}
