@@ -68,18 +68,24 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
     const keyWatch = { over: 0, miscounted: 0 };
     const watcher = new pg.Client({ connectionString: databaseUrl });
     await watcher.connect();
+    let watching = false;
     const watchKeys = async () => {
-      if (KEYS === 0) return;
-      const { rows } = await watcher.query(
-        `SELECT count(*) FILTER (WHERE counted > max_active)::int AS over, count(*) FILTER (WHERE counted <> active)::int AS miscounted
-           FROM (SELECT k.max_active, k.active,
-                        (SELECT count(*) FROM issues i WHERE i.company_id = k.company_id AND i.concurrency_key = k.key
-                            AND i.status IN ('CLAIMED', 'IN_PROGRESS')) AS counted
-                   FROM concurrency_keys k WHERE k.company_id = $1 AND k.key <> '') x`,
-        [companyId],
-      );
-      keyWatch.over = Math.max(keyWatch.over, rows[0].over);
-      keyWatch.miscounted = Math.max(keyWatch.miscounted, rows[0].miscounted);
+      if (KEYS === 0 || watching) return; // one sample at a time on this client
+      watching = true;
+      try {
+        const { rows } = await watcher.query(
+          `SELECT count(*) FILTER (WHERE counted > max_active)::int AS over, count(*) FILTER (WHERE counted <> active)::int AS miscounted
+             FROM (SELECT k.max_active, k.active,
+                          (SELECT count(*) FROM issues i WHERE i.company_id = k.company_id AND i.concurrency_key = k.key
+                              AND i.concurrency_key <> '' AND i.status IN ('CLAIMED', 'IN_PROGRESS')) AS counted
+                     FROM concurrency_keys k WHERE k.company_id = $1 AND k.key <> '') x`,
+          [companyId],
+        );
+        keyWatch.over = Math.max(keyWatch.over, rows[0].over);
+        keyWatch.miscounted = Math.max(keyWatch.miscounted, rows[0].miscounted);
+      } finally {
+        watching = false;
+      }
     };
 
     const started = performance.now();

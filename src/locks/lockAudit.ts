@@ -40,8 +40,10 @@ export async function lockAudit(db: Db, companyId: string): Promise<LockAudit> {
         -- the keys' trigger keeps active and top_priority; here they are counted from the issues
         (SELECT count(*)::int FROM concurrency_keys k
           WHERE k.company_id = ${companyId}::uuid AND k.key <> ''
+            -- (concurrency_key <> '' repeated, so that issues_key_active_idx serves the count)
             AND (k.active <> (SELECT count(*) FROM issues i
-                               WHERE i.company_id = k.company_id AND i.concurrency_key = k.key AND i.status IN ('CLAIMED', 'IN_PROGRESS'))
+                               WHERE i.company_id = k.company_id AND i.concurrency_key = k.key AND i.concurrency_key <> ''
+                                 AND i.status IN ('CLAIMED', 'IN_PROGRESS'))
               OR k.top_priority IS DISTINCT FROM (SELECT min(i.priority) FROM issues i
                                WHERE i.company_id = k.company_id AND i.concurrency_key = k.key
                                  AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts))) AS "miscountedKeys",
