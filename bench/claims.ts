@@ -19,7 +19,7 @@ const CLAIM = `mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true
 const BARE = `UPDATE issues i SET status = 'CLAIMED', checkout_run_id = $1, claimed_at = now(), lock_epoch = i.lock_epoch + 1, updated_at = now()
   WHERE i.id = (SELECT c.id FROM issues c
                  WHERE c.company_id = $2 AND c.status = 'OPEN' AND c.attempt_count < c.max_attempts
-                   AND (c.assignee_agent_id = $3 OR c.assignee_agent_id IS NULL)
+                   AND c.assignee_agent_id IS NULL AND $3::uuid IS NOT NULL
                  ORDER BY c.priority, c.created_at, c.id LIMIT 1 FOR UPDATE SKIP LOCKED)
   RETURNING i.id`;
 

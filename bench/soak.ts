@@ -28,7 +28,7 @@ type Claim = { claimIssue: { __typename: string; issue?: { id: string; lockEpoch
 export async function run(options: BenchOptions): Promise<ScenarioResult> {
   const agents = options.quick ? 16 : 64;
   const issues = options.quick ? 10_000 : 100_000;
-  const seconds = options.quick ? 60 : 600;
+  const seconds = Number(process.env.BENCH_SOAK_SECONDS ?? (options.quick ? 60 : 600));
   const databaseUrl = await freshDatabase("baton_bench_soak");
   const api = await startApi(databaseUrl, PORT, { BATON_RUN_LEASE_SECONDS: String(LEASE_SECONDS) });
   const recovery = spawn(process.execPath, ["--import", "tsx", "src/bin/recovery.ts"], {

@@ -58,15 +58,19 @@ export function claimNextForEachStatement(companyId: string, group: ClaimRequest
       SELECT DISTINCT ON (g.id) g.* FROM got g ORDER BY g.id, ${raw(IN_CLAIM_ORDER("g"))}
     ),
     step AS (
-      SELECT 0 AS n, ARRAY[]::uuid[] AS taken, NULL::uuid AS issue_id
+      SELECT 0 AS n, ARRAY[]::uuid[] AS taken, ARRAY[]::text[] AS taken_keys, NULL::uuid AS issue_id
       UNION ALL
-      SELECT s.n + 1, CASE WHEN p.id IS NULL THEN s.taken ELSE s.taken || p.id END, p.id
+      SELECT s.n + 1,
+             CASE WHEN p.id IS NULL THEN s.taken ELSE s.taken || p.id END,
+             CASE WHEN p.id IS NULL THEN s.taken_keys ELSE s.taken_keys || p.key END,
+             p.id
         FROM step s
         LEFT JOIN LATERAL (
-          SELECT c.id FROM cand c JOIN asker a ON a.n = s.n + 1
+          SELECT c.id, c.key FROM cand c JOIN asker a ON a.n = s.n + 1
            WHERE ${assignedOrPooled("c", raw("a.agent_id"), raw("a.pool"))}
              AND c.id <> ALL(s.taken)
-             AND (c.room IS NULL OR (SELECT count(*) FROM cand t WHERE t.id = ANY(s.taken) AND t.key = c.key) < c.room)
+             -- the key's room, less what earlier requests of the group took from it
+             AND (c.room IS NULL OR coalesce(cardinality(array_positions(s.taken_keys, c.key)), 0) < c.room)
            ORDER BY ${raw(IN_CLAIM_ORDER("c"))}
            LIMIT 1
         ) p ON true

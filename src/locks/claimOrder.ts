@@ -94,14 +94,22 @@ export const claimOrderCtes = (companyId: string, poolWant: Sql) => sql`
        WHERE pool.want > 0
     ),
     picked AS (
-      SELECT i.id, i.assignee_agent_id, a.key, a.room, 0 AS phase, a.priority, a.j, a.turn_no, a.created_at
-        FROM ahead a JOIN issues i ON i.id = a.id
-       WHERE i.concurrency_key = a.key AND ${claimableUnassigned("i")}
-         -- found by their ids (the planner cannot tell how few they are)
-         AND i.id = ANY(ARRAY(SELECT h.id FROM ahead h))
-       ORDER BY a.priority, a.j, a.turn_no
+      -- ahead's rows in claim order, each locked by its primary key as it
+      -- comes (SKIP LOCKED), until the pool has what it wants: nothing past
+      -- that is locked. The lock returns the row's newest version, which must
+      -- still be claimable (a concurrent claim may have taken it; the row then
+      -- stays locked here until commit, which holds up nobody's claim). The
+      -- lookup is by id alone: with the claimable conditions in it, the
+      -- planner may walk a claim index for the id instead.
+      SELECT l.id, l.assignee_agent_id, a.key, a.room, 0 AS phase, a.priority, a.j, a.turn_no, a.created_at
+        FROM (SELECT * FROM ahead ORDER BY priority, j, turn_no) a
+       CROSS JOIN LATERAL (
+         SELECT i.* FROM issues i WHERE i.id = a.id
+          LIMIT 1 -- (also keeps the conditions below out of this lookup)
+            FOR UPDATE SKIP LOCKED
+       ) l
+       WHERE l.concurrency_key = a.key AND ${claimableUnassigned("l")}
        LIMIT (SELECT want FROM pool)
-         FOR UPDATE OF i SKIP LOCKED
     ),
     own AS (
       SELECT o.* FROM lists l CROSS JOIN LATERAL (
@@ -110,7 +118,8 @@ export const claimOrderCtes = (companyId: string, poolWant: Sql) => sql`
           FROM issues i LEFT JOIN concurrency_keys k ON k.company_id = i.company_id AND k.key = i.concurrency_key AND k.max_active IS NOT NULL
          WHERE i.company_id = ${companyId}::uuid AND ${claimableBy("i", raw("l.agent_id"), false)}
            AND (k.max_active IS NULL OR k.active < k.max_active)
-         ORDER BY i.priority, i.created_at, i.id
+         -- issues_claimable_idx's order: the agent's own rows only (issues_pool_idx would pass every unassigned one)
+         ORDER BY i.assignee_agent_id, i.priority, i.created_at, i.id
          LIMIT l.want
            FOR UPDATE OF i SKIP LOCKED
       ) o

@@ -21,20 +21,32 @@ export interface FleetSnapshot {
 
 /**
  * Each company's oldest claimable issue is the first of four probes of
- * issues_pool_idx (one per priority), the oldest event one probe of
- * lock_events_pkey per company: the cost grows with the companies, never with
- * the issues or the ledger.
+ * issues_pool_idx (one per priority) and of issues_claimable_idx (one per
+ * agent and priority), the oldest event one probe of lock_events_pkey per
+ * company: the cost grows with companies and agents, never with the issues
+ * or the ledger.
  */
 const FLEET_SNAPSHOT = sql`
   SELECT
     (SELECT coalesce(json_agg(json_build_object('companyId', c.id, 'seconds', extract(epoch FROM now() - o.oldest)::float8) ORDER BY c.id), '[]'::json)
        FROM companies c
        CROSS JOIN LATERAL (
-         SELECT min(x.created_at) AS oldest FROM unnest(enum_range(NULL::issue_priority)) AS p(priority)
-          CROSS JOIN LATERAL (
-            SELECT i.created_at FROM issues i
-             WHERE i.company_id = c.id AND i.priority = p.priority AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
-             ORDER BY i.created_at LIMIT 1) x
+         SELECT least(
+           -- unassigned: the first of each priority in issues_pool_idx
+           (SELECT min(x.created_at) FROM unnest(enum_range(NULL::issue_priority)) AS p(priority)
+             CROSS JOIN LATERAL (
+               SELECT i.created_at FROM issues i
+                WHERE i.company_id = c.id AND i.priority = p.priority AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
+                  AND i.assignee_agent_id IS NULL
+                ORDER BY i.created_at LIMIT 1) x),
+           -- assigned: each agent's first of each priority in issues_claimable_idx
+           (SELECT min(x.created_at) FROM agents a CROSS JOIN unnest(enum_range(NULL::issue_priority)) AS p(priority)
+             CROSS JOIN LATERAL (
+               SELECT i.created_at FROM issues i
+                WHERE i.company_id = c.id AND i.assignee_agent_id = a.id AND i.priority = p.priority
+                  AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
+                ORDER BY i.created_at LIMIT 1) x
+             WHERE a.company_id = c.id)) AS oldest
        ) o
       WHERE o.oldest IS NOT NULL) AS "oldestClaimable",
     (SELECT count(*)::int FROM heartbeat_runs r

@@ -80,7 +80,7 @@ export const requestedIssuesCte = (companyId: string) => sql`
  * when it is unassigned, a claim that includes the unassigned pool (`pool`).
  * `pool` is a SQL boolean (a column of the request) or, when the statement
  * knows it, a constant: then the text names only the rows it means, so the
- * planner can use issues_claimable_idx (false) or issues_pool_idx (true).
+ * planner can use issues_claimable_idx (false).
  */
 export const assignedOrPooled = (alias: string, agent: Sql, pool: boolean | Sql): Sql =>
   pool === false
@@ -93,9 +93,9 @@ export const assignedOrPooled = (alias: string, agent: Sql, pool: boolean | Sql)
  * The claimable predicate of the claims without an issue id: issue `alias` is
  * OPEN (so it holds no lock), has an attempt left (an exhausted issue is never
  * claimed: docs/invariants.md, 9), and is assignedOrPooled for the claimer.
- * The partial indexes issues_claimable_idx and issues_pool_idx have the same
- * WHERE. (A claim by issue id decides with CLAIMABLE_STATUSES and its own
- * verdicts instead: checkoutIfExpected.ts.)
+ * The partial index issues_claimable_idx has the same WHERE (issues_pool_idx
+ * has claimableUnassigned's). (A claim by issue id decides with
+ * CLAIMABLE_STATUSES and its own verdicts instead: checkoutIfExpected.ts.)
  */
 export const claimableBy = (alias: string, agent: Sql, pool: boolean | Sql): Sql =>
   sql`${raw(`${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts`)} AND ${assignedOrPooled(alias, agent, pool)}`;

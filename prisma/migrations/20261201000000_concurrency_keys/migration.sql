@@ -54,6 +54,15 @@ CREATE INDEX "concurrency_keys_limited_idx" ON "concurrency_keys"("company_id", 
 CREATE INDEX "issues_key_claimable_idx" ON "issues"("company_id", "concurrency_key", "priority", "created_at", "id")
     WHERE "status" = 'OPEN' AND "attempt_count" < "max_attempts";
 
+-- The unassigned pool's claim index holds unassigned issues only. (It held
+-- every claimable issue when claims walked assigned and unassigned work in
+-- one order; now an agent's own work is read from issues_claimable_idx, and
+-- a planner offered both for "assigned to this agent" could pick this one and
+-- read every unassigned issue to find none.)
+DROP INDEX "issues_pool_idx";
+CREATE INDEX "issues_pool_idx" ON "issues"("company_id", "priority", "created_at", "id")
+    WHERE "status" = 'OPEN' AND "attempt_count" < "max_attempts" AND "assignee_agent_id" IS NULL;
+
 -- Active issues by key: concurrencyLimits' and the audit's counts.
 CREATE INDEX "issues_key_active_idx" ON "issues"("company_id", "concurrency_key")
     WHERE "status" IN ('CLAIMED', 'IN_PROGRESS') AND "concurrency_key" <> '';
