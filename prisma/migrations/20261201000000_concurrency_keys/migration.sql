@@ -159,6 +159,8 @@ BEGIN
   named_keys AS (
     SELECT m.c, m.k, sum(m.d)::int AS d, bool_or(m.s) AS s, min(m.a) AS a, min(m.l) AS l, bool_or(m.nkey) AS nkey
       FROM moved m WHERE m.k <> '' GROUP BY m.c, m.k
+     -- (a key whose row would not change is not locked: an acquireExecution moves nothing)
+    HAVING sum(m.d) <> 0 OR bool_or(m.s) OR min(m.a) IS NOT NULL OR min(m.l) IS NOT NULL OR bool_or(m.nkey)
   )
   SELECT (SELECT array_agg(g.c ORDER BY g.c, g.k) FROM named_keys g),
          (SELECT array_agg(g.k ORDER BY g.c, g.k) FROM named_keys g),
