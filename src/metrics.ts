@@ -117,30 +117,22 @@ export class Metrics {
           for (const c of snapshot?.oldestClaimable ?? []) this.set({ company: c.companyId }, c.seconds);
         },
       });
-      new Gauge({
-        name: "baton_runs_heartbeat_late",
-        help: "RUNNING runs whose last heartbeat is older than half their lease: recovered at their lease's end if they stay silent.",
-        registers: [this.registry],
-        async collect() {
-          this.set((await read())?.runsPastHalfLease ?? 0);
-        },
-      });
-      new Gauge({
-        name: "baton_ledger_rows",
-        help: "Rows in the lock_events ledger (PostgreSQL's estimate, as of the last ANALYZE).",
-        registers: [this.registry],
-        async collect() {
-          this.set((await read())?.ledgerRows ?? 0);
-        },
-      });
-      new Gauge({
-        name: "baton_ledger_oldest_event_seconds",
-        help: "Age of the oldest event still in the ledger (0 when empty).",
-        registers: [this.registry],
-        async collect() {
-          this.set((await read())?.oldestEventSeconds ?? 0);
-        },
-      });
+      const figures: [name: string, help: string, value: (f: FleetSnapshot) => number][] = [
+        ["baton_runs_heartbeat_late", "RUNNING runs whose last heartbeat is older than half their lease: recovered at their lease's end if they stay silent.", (f) => f.runsPastHalfLease],
+        ["baton_ledger_rows", "Rows in the lock_events ledger (PostgreSQL's estimate, as of the last ANALYZE).", (f) => f.ledgerRows],
+        ["baton_ledger_oldest_event_seconds", "Age of the oldest event still in the ledger (0 when empty).", (f) => f.oldestEventSeconds],
+      ];
+      for (const [name, help, value] of figures) {
+        new Gauge({
+          name,
+          help,
+          registers: [this.registry],
+          async collect() {
+            const snapshot = await read();
+            this.set(snapshot ? value(snapshot) : 0);
+          },
+        });
+      }
     }
     const ledger = options.ledger;
     if (ledger) {
