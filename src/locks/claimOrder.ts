@@ -116,7 +116,7 @@ export const claimOrderCtes = (companyId: string, poolWant: Sql) => sql`
         SELECT i.id, i.assignee_agent_id, i.concurrency_key AS key, k.max_active - k.active AS room, 0 AS phase, i.priority,
                0::bigint AS j, 0::bigint AS turn_no, i.created_at
           FROM issues i LEFT JOIN concurrency_keys k ON k.company_id = i.company_id AND k.key = i.concurrency_key AND k.max_active IS NOT NULL
-         WHERE i.company_id = ${companyId}::uuid AND ${claimableBy("i", raw("l.agent_id"), false)}
+         WHERE i.company_id = ${companyId}::uuid AND ${claimableBy("i", raw("l.agent_id"))}
            AND (k.max_active IS NULL OR k.active < k.max_active)
          -- issues_claimable_idx's order: the agent's own rows only (issues_pool_idx would pass every unassigned one)
          ORDER BY i.assignee_agent_id, i.priority, i.created_at, i.id

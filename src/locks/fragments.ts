@@ -77,32 +77,26 @@ export const requestedIssuesCte = (companyId: string) => sql`
 
 /**
  * Whose claim may take issue `alias`: the one it is assigned to (`agent`), or,
- * when it is unassigned, a claim that includes the unassigned pool (`pool`).
- * `pool` is a SQL boolean (a column of the request) or, when the statement
- * knows it, a constant: then the text names only the rows it means, so the
- * planner can use issues_claimable_idx (false).
+ * when it is unassigned, a claim that includes the unassigned pool (`pool`, a
+ * SQL boolean: a column of the request). The grouped claim hands its
+ * candidates out by it (claimNextForEach.ts).
  */
-export const assignedOrPooled = (alias: string, agent: Sql, pool: boolean | Sql): Sql =>
-  pool === false
-    ? sql`${raw(alias)}.assignee_agent_id = ${agent}`
-    : pool === true
-      ? sql`(${raw(alias)}.assignee_agent_id = ${agent} OR ${raw(alias)}.assignee_agent_id IS NULL)`
-      : sql`(${raw(alias)}.assignee_agent_id = ${agent} OR (${pool} AND ${raw(alias)}.assignee_agent_id IS NULL))`;
+export const assignedOrPooled = (alias: string, agent: Sql, pool: Sql): Sql =>
+  sql`(${raw(alias)}.assignee_agent_id = ${agent} OR (${pool} AND ${raw(alias)}.assignee_agent_id IS NULL))`;
+
+/** OPEN (so it holds no lock) with an attempt left (an exhausted issue is never claimed: docs/invariants.md, 9). */
+const claimable = (alias: string) => `${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts`;
 
 /**
- * The claimable predicate of the claims without an issue id: issue `alias` is
- * OPEN (so it holds no lock), has an attempt left (an exhausted issue is never
- * claimed: docs/invariants.md, 9), and is assignedOrPooled for the claimer.
- * The partial index issues_claimable_idx has the same WHERE (issues_pool_idx
- * has claimableUnassigned's). (A claim by issue id decides with
- * CLAIMABLE_STATUSES and its own verdicts instead: checkoutIfExpected.ts.)
+ * The claimable predicate of an agent's own work: issue `alias` is claimable
+ * and assigned to `agent`; issues_claimable_idx has the same WHERE. (A claim
+ * by issue id decides with CLAIMABLE_STATUSES and its own verdicts instead:
+ * checkoutIfExpected.ts.)
  */
-export const claimableBy = (alias: string, agent: Sql, pool: boolean | Sql): Sql =>
-  sql`${raw(`${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts`)} AND ${assignedOrPooled(alias, agent, pool)}`;
+export const claimableBy = (alias: string, agent: Sql): Sql => sql`${raw(claimable(alias))} AND ${raw(alias)}.assignee_agent_id = ${agent}`;
 
-/** claimableBy for the unassigned pool alone: claimable, and assigned to nobody. */
-export const claimableUnassigned = (alias: string): Sql =>
-  raw(`${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts AND ${alias}.assignee_agent_id IS NULL`);
+/** The same for the unassigned pool: claimable, and assigned to nobody; issues_pool_idx has the same WHERE. */
+export const claimableUnassigned = (alias: string): Sql => raw(`${claimable(alias)} AND ${alias}.assignee_agent_id IS NULL`);
 
 /** Both locks and their details, cleared together (the issues_lock_pair CHECK insists). */
 export const CLEAR_LOCKS = `checkout_run_id = NULL, execution_run_id = NULL, execution_agent_name_key = NULL, execution_locked_at = NULL`;

@@ -23,7 +23,7 @@ const agentsWithWork = (companyId: string) => sql`
   SELECT a.id AS "agentId", a.name_key AS "agentNameKey" FROM agents a
    WHERE a.company_id = ${companyId}::uuid
      AND EXISTS (SELECT 1 FROM issues i
-                  WHERE i.company_id = a.company_id AND ${claimableBy("i", raw("a.id"), false)})
+                  WHERE i.company_id = a.company_id AND ${claimableBy("i", raw("a.id"))})
    ORDER BY a.created_at, a.id`;
 
 export async function tickScheduler(deps: LockDeps, companyId: string): Promise<SchedulerTick> {
