@@ -15,6 +15,10 @@ export interface Config {
   readonly adminToken: string | undefined;
   readonly runLeaseSeconds: number;
   readonly recoveryIntervalMs: number;
+  /** Days of ledger history kept (whole UTC days, by partition); 0 keeps everything. */
+  readonly eventRetentionDays: number;
+  /** Days a finished run no issue refers to is kept; 0 keeps every run. */
+  readonly runRetentionDays: number;
   /** Where the embedded PostgreSQL keeps its data. */
   readonly dataDir: string;
   /** Connections in this process's PostgreSQL pool. */
@@ -88,6 +92,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     adminToken,
     runLeaseSeconds: integer(env, "BATON_RUN_LEASE_SECONDS", 60, 1, 86_400),
     recoveryIntervalMs: integer(env, "BATON_RECOVERY_INTERVAL_MS", 5000, 10, 3_600_000),
+    eventRetentionDays: integer(env, "BATON_EVENT_RETENTION_DAYS", 30, 0, 36_500),
+    runRetentionDays: integer(env, "BATON_RUN_RETENTION_DAYS", 30, 0, 36_500),
     dataDir: optionalString(env, "BATON_DATA_DIR") ?? ".baton",
     dbPoolSize: integer(env, "BATON_DB_POOL_SIZE", 10, 1, 200),
     ledgerPollMs: integer(env, "BATON_LEDGER_POLL_MS", 1000, 50, 60_000),

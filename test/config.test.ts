@@ -13,12 +13,20 @@ it("has the documented defaults", () => {
     adminToken: undefined,
     runLeaseSeconds: 60,
     recoveryIntervalMs: 5000,
+    eventRetentionDays: 30,
+    runRetentionDays: 30,
     dataDir: ".baton",
     ledgerPollMs: 1000,
     subscriptionBuffer: 10_000,
     limits: DEFAULT_LIMITS,
     corsOrigins: [],
   });
+});
+
+it("reads retention in days, 0 keeping everything, and refuses what is not a day count", () => {
+  expect(loadConfig({ BATON_EVENT_RETENTION_DAYS: "0", BATON_RUN_RETENTION_DAYS: "7" })).toMatchObject({ eventRetentionDays: 0, runRetentionDays: 7 });
+  expect(() => loadConfig({ BATON_EVENT_RETENTION_DAYS: "-1" })).toThrow(/BATON_EVENT_RETENTION_DAYS/);
+  expect(() => loadConfig({ BATON_RUN_RETENTION_DAYS: "1.5" })).toThrow(/BATON_RUN_RETENTION_DAYS/);
 });
 
 it("reads every limit from its variable, and the CORS allow-list as bare origins", () => {

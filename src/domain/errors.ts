@@ -9,3 +9,23 @@ export class ForbiddenError extends Error {
 export class InvalidInputError extends Error {
   override name = "InvalidInputError";
 }
+
+/**
+ * A ledger read that asked to resume after a seq whose following events may
+ * have been dropped by retention (docs/events.md, "Retention"). Maps to
+ * EVENTS_PRUNED. Resuming after `resumeAfterSeq` misses nothing still kept;
+ * `oldestAvailableSeq` is the first event kept after it (null: none yet).
+ */
+export class EventsPrunedError extends Error {
+  override name = "EventsPrunedError";
+  constructor(
+    readonly afterSeq: bigint,
+    readonly resumeAfterSeq: bigint,
+    readonly oldestAvailableSeq: bigint | null,
+  ) {
+    super(
+      `events after seq ${afterSeq} were pruned by retention; resume with afterSeq ${resumeAfterSeq}` +
+        (oldestAvailableSeq === null ? " (no event is kept after it yet)" : ` (the oldest event kept after it is ${oldestAvailableSeq})`),
+    );
+  }
+}

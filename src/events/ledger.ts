@@ -10,6 +10,8 @@
 // (stream.ts).
 import type { Queryable } from "../db/client.js";
 import { eventJson, named, queryOne, sql } from "../db/sql.js";
+import type { Sql } from "../db/sql.js";
+import { EventsPrunedError } from "../domain/errors.js";
 import type { LockEvent } from "../domain/types.js";
 
 export interface LedgerPage {
@@ -18,6 +20,32 @@ export interface LedgerPage {
   readonly horizon: bigint;
   readonly ceiling: bigint;
   readonly startedAt: number;
+}
+
+interface PrunedColumns {
+  pruned_through: string | null;
+  oldest_kept: string | null;
+}
+
+/**
+ * Columns `pruned_through` (the company's newest seq retention may have
+ * dropped) and, only when that lies beyond afterSeq, `oldest_kept` (the first
+ * final event after it): for refusePruned, read in the same statement as the
+ * page so the two cannot disagree.
+ */
+export const prunedColumns = (companyId: string, afterSeq: bigint): Sql => sql`
+  (SELECT x.through_seq::text FROM lock_events_pruned x WHERE x.company_id = ${companyId}::uuid) AS pruned_through,
+  (SELECT min(k.seq)::text FROM lock_events k, lock_events_pruned x
+    WHERE x.company_id = ${companyId}::uuid AND x.through_seq > ${afterSeq.toString()}::bigint
+      AND k.company_id = x.company_id AND k.seq > x.through_seq AND k.seq < (SELECT baton_event_horizon())) AS oldest_kept`;
+
+/**
+ * Refuses a read that resumes after `afterSeq` when retention may have dropped
+ * events after it: the reader would otherwise skip them without knowing.
+ */
+export function refusePruned(afterSeq: bigint, row: PrunedColumns): void {
+  if (row.pruned_through === null || afterSeq >= BigInt(row.pruned_through)) return;
+  throw new EventsPrunedError(afterSeq, BigInt(row.pruned_through), row.oldest_kept === null ? null : BigInt(row.oldest_kept));
 }
 
 export class LedgerReader {
@@ -35,18 +63,21 @@ export class LedgerReader {
   page(companyId: string, afterSeq: bigint, first: number): Promise<LedgerPage> {
     return this.shared(`page:${companyId}:${afterSeq}:${first}`, async () => {
       const startedAt = performance.now();
-      const row = await queryOne<{ events: LockEvent[]; horizon: string; ceiling: string }>(
+      const row = await queryOne<{ events: LockEvent[]; horizon: string; ceiling: string } & PrunedColumns>(
         this.db,
         // READ_LEDGER_PAGE: only final events, below the snapshot's horizon (docs/events.md),
-        // computed once for the statement.
+        // computed once for the statement; and, in the same snapshot, whether retention
+        // dropped events after afterSeq (then the page is refused, not served short).
         named("READ_LEDGER_PAGE", sql`
           WITH h AS MATERIALIZED (SELECT baton_event_horizon() AS horizon, baton_event_ceiling() AS ceiling)
           SELECT coalesce((SELECT json_agg(p.event ORDER BY p.seq) FROM (
                    SELECT e.seq, ${eventJson("e")} AS event FROM lock_events e
                     WHERE e.company_id = ${companyId}::uuid AND e.seq > ${afterSeq.toString()}::bigint AND e.seq < (SELECT horizon FROM h)
                     ORDER BY e.seq LIMIT ${first}::int) p), '[]'::json) AS events,
-                 (SELECT horizon FROM h)::text AS horizon, (SELECT ceiling FROM h)::text AS ceiling`),
+                 (SELECT horizon FROM h)::text AS horizon, (SELECT ceiling FROM h)::text AS ceiling,
+                 ${prunedColumns(companyId, afterSeq)}`),
       );
+      refusePruned(afterSeq, row);
       return { events: row.events, horizon: BigInt(row.horizon), ceiling: BigInt(row.ceiling), startedAt };
     });
   }
@@ -61,7 +92,10 @@ export class LedgerReader {
       const row = await queryOne<{ seq: string }>(
         this.db,
         named("READ_LEDGER_END", sql`
-          SELECT coalesce(max(seq), 0)::text AS seq FROM lock_events
+          -- (never below what retention dropped: a stream starting there would be refused)
+          SELECT greatest(coalesce(max(seq), 0),
+                          coalesce((SELECT through_seq FROM lock_events_pruned WHERE company_id = ${companyId}::uuid), 0))::text AS seq
+            FROM lock_events
            WHERE company_id = ${companyId}::uuid AND seq < (SELECT baton_event_horizon())`),
       );
       return BigInt(row.seq);

@@ -9,7 +9,7 @@
 import { GraphQLError } from "graphql";
 import { SubscriptionOverflowError } from "../events/notices.js";
 import { LimitExceededError } from "../limits.js";
-import { ForbiddenError, InvalidInputError } from "../domain/errors.js";
+import { EventsPrunedError, ForbiddenError, InvalidInputError } from "../domain/errors.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 import { unavailability } from "../db/sql.js";
@@ -53,6 +53,13 @@ export function maskError(log: Logger, metrics: Metrics) {
       new GraphQLError(msg, { nodes: located?.nodes, path: located?.path, extensions });
     if (original instanceof InvalidInputError) return clientError(original.message, { code: "BAD_USER_INPUT" });
     if (original instanceof ForbiddenError) return clientError(original.message, { code: "FORBIDDEN" });
+    if (original instanceof EventsPrunedError) {
+      return clientError(original.message, {
+        code: "EVENTS_PRUNED",
+        resumeAfterSeq: original.resumeAfterSeq.toString(),
+        oldestAvailableSeq: original.oldestAvailableSeq?.toString() ?? null,
+      });
+    }
     if (original instanceof SubscriptionOverflowError) return clientError(original.message, { code: "SUBSCRIPTION_OVERFLOW" });
     if (original instanceof LimitExceededError) {
       metrics.limitRefusals.inc({ limit: original.limit });

@@ -1,6 +1,7 @@
 // Read models for the queries. Every read is scoped to one company: an id from
 // another company reads as not found.
 import type { Queryable } from "../db/client.js";
+import { prunedColumns, refusePruned } from "../events/ledger.js";
 import { eventJson, issueJson, named, queryAll, queryOne, raw, runJson, sql } from "../db/sql.js";
 import type { Agent, Company } from "../domain/types.js";
 import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "../domain/types.js";
@@ -103,11 +104,16 @@ export async function listLockEvents(
 ): Promise<LockEvent[]> {
   // A literal direction, not a CASE: either way the (company_id, seq) key reads the page in order.
   const order = raw(filter.newestFirst === true ? "e.seq DESC" : "e.seq");
-  const rows = await queryAll<{ event: LockEvent }>(
+  const pageOrder = raw(filter.newestFirst === true ? "p.seq DESC" : "p.seq");
+  // Without afterSeq the page starts at the oldest event kept: nothing to refuse.
+  const afterSeq = filter.afterSeq === null ? null : BigInt(filter.afterSeq);
+  const row = await queryOne<{ events: LockEvent[]; pruned_through: string | null; oldest_kept: string | null }>(
     db,
     // LIST_LOCK_EVENTS: only final events, below the snapshot's horizon (docs/events.md),
-    // so a reader that resumes after the last seq of a page never skips one.
-    named("LIST_LOCK_EVENTS", sql`SELECT ${eventJson("e")} AS event FROM lock_events e
+    // so a reader that resumes after the last seq of a page never skips one; and one
+    // resuming where retention dropped events is refused (EVENTS_PRUNED), same snapshot.
+    named("LIST_LOCK_EVENTS", sql`SELECT coalesce((SELECT json_agg(p.event ORDER BY ${pageOrder}) FROM (
+         SELECT e.seq, ${eventJson("e")} AS event FROM lock_events e
          WHERE e.company_id = ${companyId}::uuid
            AND e.seq > ${filter.afterSeq ?? "0"}::bigint
            AND e.seq < ${filter.beforeSeq ?? "9223372036854775807"}::bigint
@@ -115,7 +121,9 @@ export async function listLockEvents(
            AND (${filter.issueId ?? null}::uuid IS NULL OR e.issue_id = ${filter.issueId ?? null}::uuid)
            AND (${filter.agentId ?? null}::uuid IS NULL OR e.agent_id = ${filter.agentId ?? null}::uuid)
          ORDER BY ${order}
-         LIMIT ${filter.first}::int`),
+         LIMIT ${filter.first}::int) p), '[]'::json) AS events,
+       ${prunedColumns(companyId, afterSeq ?? 0n)}`),
   );
-  return rows.map((r) => r.event);
+  if (afterSeq !== null) refusePruned(afterSeq, row);
+  return row.events;
 }
