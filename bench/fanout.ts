@@ -52,6 +52,8 @@ export interface FanoutOverrides {
   apiEnv?: Record<string, string>;
   /** Count the API's reads of lock_events during the window (waits 11 s around it for PostgreSQL's statistics to flush). */
   countLedgerReads?: boolean;
+  /** A database to run on instead of a fresh one (bench/retention.ts: one holding a large ledger). */
+  databaseUrl?: string;
 }
 
 const DB_NAME = "baton_bench_fanout";
@@ -630,7 +632,7 @@ export async function run(options: BenchOptions, overrides: FanoutOverrides = {}
     `All of it shares the machine's cores: PostgreSQL, Redis, the two API processes, the claiming process and the subscriber processes. Each subscriber process parses its N/P sockets' messages one after another, so an event's last timestamp in a process includes the processing of the ones before it there; real dashboards each have their own machine. The first→last arrival spread in the notes shows how much of the tail that is, and the CPU line shows what the subscriber processes cost.`,
   );
 
-  const url = await freshDatabase(DB_NAME);
+  const url = overrides.databaseUrl ?? (await freshDatabase(DB_NAME));
   const db = new pg.Pool({ connectionString: url, max: 2 });
   const apis: Api[] = [];
   const rows: Record<string, string | number>[] = [];

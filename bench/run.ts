@@ -20,9 +20,10 @@ const SCENARIOS: Record<string, () => Promise<{ run(o: BenchOptions): Promise<Sc
   hostile: () => import("./hostile.js"),
   board: () => import("./board.js"),
   soak: () => import("./soak.js"),
+  retention: () => import("./retention.js"),
 };
-/** Scenarios that run only when named (--only soak): the soak takes 10 minutes on its own. */
-const ON_REQUEST = new Set(["soak"]);
+/** Scenarios that run only when named (--only soak): the soak takes 10 minutes on its own, retention fills a 10-million-row ledger first. */
+const ON_REQUEST = new Set(["soak", "retention"]);
 
 const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, only: { type: "string" } } });
 const options = defaultOptions(values.quick ?? false);

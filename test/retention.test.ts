@@ -57,6 +57,7 @@ beforeAll(async () => {
 });
 afterAll(() => h?.close());
 
+// docs/invariants.md #16: retention never skips a reader forward, and never makes a claim wait
 describe("the ledger", () => {
   /** Seqs 1..30 over days 40..31 ago (3 a day), and 100..102 on day 29 ago, inside the window. */
   let expired: string[];
@@ -197,6 +198,7 @@ describe("the ledger", () => {
   });
 });
 
+// docs/invariants.md #16: retention never skips a reader forward, and never makes a claim wait
 describe("runs", () => {
   it("deletes finished runs past the window that no issue refers to, in batches, and nothing else", async () => {
     const agentId = co.agents[0]!.id;
