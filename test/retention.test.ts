@@ -81,7 +81,7 @@ describe("the ledger", () => {
       await h.sql(`ALTER TABLE lock_events DETACH PARTITION ${name}`);
       await h.sql(`DROP TABLE ${name}`);
     }
-    const before = await h.sql<{ seq: string }>("SELECT seq::text FROM lock_events WHERE at > now() - interval '30 days' ORDER BY seq");
+    const before = await h.sql<{ seq: string }>("SELECT e.seq::text AS seq FROM lock_events e WHERE e.at > now() - interval '30 days' ORDER BY e.seq");
 
     const pass = await pruneLedger(h.database.url, 30);
 
@@ -93,7 +93,7 @@ describe("the ledger", () => {
     for (const name of expired) expect(now).not.toContain(name);
     expect(now.at(-1)).toBe(partitionName(utcDay(-PARTITION_DAYS_AHEAD)));
     // Nothing inside the window went.
-    expect(await h.sql<{ seq: string }>("SELECT seq::text FROM lock_events ORDER BY seq")).toEqual(before);
+    expect(await h.sql<{ seq: string }>("SELECT e.seq::text AS seq FROM lock_events e ORDER BY e.seq")).toEqual(before);
     const pruned = await h.sql<{ company_id: string; through_seq: string }>("SELECT company_id, through_seq::text FROM lock_events_pruned p ORDER BY p.through_seq");
     expect(pruned).toEqual([
       { company_id: quiet.id, through_seq: "5" },

@@ -2,7 +2,9 @@
 // bookkeeping, schema.prisma in step with the SQL, and the constraints that
 // make a broken lock pair impossible. (schema.graphql in step with the code:
 // test/graphql/schema.test.ts.)
-import { readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrate, readMigrations } from "../../src/db/migrate.js";
@@ -50,6 +52,54 @@ describe("migrations", () => {
       const again = await migrate(url.toString());
       expect(again).toEqual([]);
     } finally {
+      await withAdmin((c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
+    }
+  });
+
+  it("keep the events of a ledger written before retention, readable in seq order, with new days partitioned ahead", async () => {
+    const name = `baton_test_upgrade_${process.pid}`;
+    await withAdmin((c) => c.query(`CREATE DATABASE "${name}"`));
+    const url = new URL(database.url);
+    url.pathname = `/${name}`;
+    const dir = mkdtempSync(path.join(tmpdir(), "baton-migrations-"));
+    const upgraded = new pg.Client({ connectionString: url.toString() });
+    try {
+      // The migrations before retention, then a ledger as they left it: events over the last 40 days.
+      const all = await readMigrations();
+      const before = all.filter((m) => m.name < "20261202000000_ledger_retention");
+      expect(before.length).toBe(all.length - 1 - all.filter((m) => m.name > "20261202000000_ledger_retention").length);
+      for (const m of before) {
+        mkdirSync(path.join(dir, m.name));
+        writeFileSync(path.join(dir, m.name, "migration.sql"), m.sql);
+      }
+      await migrate(url.toString(), dir);
+      await upgraded.connect();
+      await upgraded.query(
+        `INSERT INTO lock_events (company_id, seq, issue_id, kind, status, at)
+         SELECT '00000000-0000-4000-8000-000000000001', g, gen_random_uuid(), 'CLAIMED', 'CLAIMED', now() - interval '40 days' + g * interval '1 hour'
+           FROM generate_series(1, 900) g`,
+      );
+      const rows = async () => (await upgraded.query<{ seq: string }>("SELECT e.seq::text FROM lock_events e ORDER BY e.seq")).rows.map((r) => r.seq);
+      const written = await rows();
+
+      await migrate(url.toString());
+
+      expect(await rows()).toEqual(written);
+      const { rows: parts } = await upgraded.query<{ name: string; from_at: Date | null; to_at: Date }>("SELECT name, from_at, to_at FROM lock_event_partitions ORDER BY to_at");
+      expect(parts[0]).toMatchObject({ name: "lock_events_history", from_at: null });
+      // The history ends at the midnight after its newest event (900 hours after 40 days ago); a partition a day follows from today to a week ahead.
+      const today = Math.floor(Date.now() / 86_400_000) * 86_400_000;
+      const { rows: newest } = await upgraded.query<{ at: Date }>("SELECT max(at) AS at FROM lock_events");
+      expect(parts[0]!.to_at.getTime()).toBe(Math.floor(newest[0]!.at.getTime() / 86_400_000) * 86_400_000 + 86_400_000);
+      expect(parts[1]!.from_at!.getTime()).toBe(today);
+      expect(parts.at(-1)!.to_at.getTime()).toBe(today + 8 * 86_400_000);
+      for (let i = 2; i < parts.length; i++) expect(parts[i]!.from_at!.getTime()).toBe(parts[i - 1]!.to_at.getTime());
+      // A new event lands in today's partition, after every old one.
+      await upgraded.query(`INSERT INTO lock_events (company_id, seq, issue_id, kind, status) VALUES ('00000000-0000-4000-8000-000000000001', 1000, gen_random_uuid(), 'CLAIMED', 'CLAIMED')`);
+      expect((await rows()).at(-1)).toBe("1000");
+    } finally {
+      await upgraded.end().catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
       await withAdmin((c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
     }
   });

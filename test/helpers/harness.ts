@@ -149,7 +149,7 @@ export async function startHarness(options: { leaseSeconds?: number; redisUrl?: 
       }, "the company's events to be final");
     },
     async ledgerSeqs(companyId) {
-      const { rows } = await pool.query<{ seq: string }>("SELECT seq::text FROM lock_events WHERE company_id = $1 ORDER BY seq", [companyId]);
+      const { rows } = await pool.query<{ seq: string }>("SELECT e.seq::text AS seq FROM lock_events e WHERE e.company_id = $1 ORDER BY e.seq", [companyId]);
       return rows.map((r) => r.seq);
     },
     async one(text, values) {
