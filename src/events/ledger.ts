@@ -35,9 +35,12 @@ interface PrunedColumns {
  */
 export const prunedColumns = (companyId: string, afterSeq: bigint): Sql => sql`
   (SELECT x.through_seq::text FROM lock_events_pruned x WHERE x.company_id = ${companyId}::uuid) AS pruned_through,
-  (SELECT min(k.seq)::text FROM lock_events k, lock_events_pruned x
-    WHERE x.company_id = ${companyId}::uuid AND x.through_seq > ${afterSeq.toString()}::bigint
-      AND k.company_id = x.company_id AND k.seq > x.through_seq AND k.seq < (SELECT baton_event_horizon())) AS oldest_kept`;
+  -- one probe of each day's key, and only for a read that is refused
+  (SELECT (SELECT k.seq FROM lock_events k
+            WHERE k.company_id = x.company_id AND k.seq > x.through_seq AND k.seq < (SELECT baton_event_horizon())
+            ORDER BY k.seq LIMIT 1)::text
+     FROM lock_events_pruned x
+    WHERE x.company_id = ${companyId}::uuid AND x.through_seq > ${afterSeq.toString()}::bigint) AS oldest_kept`;
 
 /**
  * Refuses a read that resumes after `afterSeq` when retention may have dropped
