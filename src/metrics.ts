@@ -5,6 +5,9 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { FleetSnapshot } from "./locks/fleetSnapshot.js";
 import type { Issue } from "./domain/types.js";
 
+/** baton_time_in_status_seconds: from a claim's fraction of a second to a backlog's week. */
+export const TIME_IN_STATUS_BUCKETS = [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600];
+
 export class Metrics {
   readonly registry = new Registry();
 
@@ -122,6 +125,28 @@ export class Metrics {
         ["baton_ledger_rows", "Rows in the lock_events ledger (PostgreSQL's estimate, as of the last ANALYZE).", (f) => f.ledgerRows],
         ["baton_ledger_oldest_event_seconds", "Age of the oldest event still in the ledger (0 when empty).", (f) => f.oldestEventSeconds],
       ];
+      new Histogram({
+        name: "baton_time_in_status_seconds",
+        help:
+          "How long issues stayed in a status, by the status they left (e.g. OPEN: waiting to be claimed; IN_PROGRESS: executing), from the lock-event ledger, on the database clock. " +
+          "Every API instance counts every change of the fleet since it started: aggregate across instances with max or avg, not sum (quantiles are the same either way).",
+        labelNames: ["status"] as const,
+        buckets: TIME_IN_STATUS_BUCKETS,
+        registers: [this.registry],
+        async collect() {
+          const snapshot = await read();
+          for (const t of snapshot?.statusTimes.take() ?? []) this.observe({ status: t.status }, t.seconds);
+        },
+      });
+      new Gauge({
+        name: "baton_time_in_status_lag_seconds",
+        help: "How late baton_time_in_status_seconds is: as of its last read, the age of the last event read of the company furthest behind, when a read stopped at its bound (10,000 events); 0 when it has read every company to the end.",
+        registers: [this.registry],
+        async collect() {
+          const snapshot = await read();
+          this.set(snapshot?.statusTimes.lagSeconds ?? 0);
+        },
+      });
       for (const [name, help, value] of figures) {
         new Gauge({
           name,

@@ -1,10 +1,13 @@
 // FLEET_SNAPSHOT: the figures an operator's dashboard asks of the whole
 // database, for /metrics (src/metrics.ts): how long the oldest claimable issue
 // of each company has waited, how many running runs are late with their
-// heartbeat, and how big and how old the ledger is. /metrics is public, so the
-// read is shared and made at most once every SNAPSHOT_MAX_AGE_MS.
+// heartbeat, and how big and how old the ledger is; and, read with it, the
+// status changes written to the ledger since the last read (STATUS_TIMES,
+// src/locks/statusTimes.ts). /metrics is public, so the read is shared and
+// made at most once every SNAPSHOT_MAX_AGE_MS.
 import { named, queryOne, sql } from "../db/sql.js";
 import type { Queryable } from "../db/client.js";
+import { StatusTimes } from "./statusTimes.js";
 
 export const SNAPSHOT_MAX_AGE_MS = 5_000;
 
@@ -13,10 +16,12 @@ export interface FleetSnapshot {
   oldestClaimable: { companyId: string; seconds: number }[];
   /** RUNNING runs whose last heartbeat is older than half their lease: the next to be recovered if they stay silent. */
   runsPastHalfLease: number;
-  /** lock_events rows, PostgreSQL's estimate (pg_class.reltuples, kept by ANALYZE): a count(*) would read the whole ledger. */
+  /** lock_events rows, PostgreSQL's estimate (each partition's pg_class.reltuples, kept by ANALYZE): a count(*) would read the whole ledger. */
   ledgerRows: number;
   /** Seconds since the oldest event still in the ledger; 0 when it is empty. */
   oldestEventSeconds: number;
+  /** How long issues stayed in the statuses they left, found by this and earlier reads and not yet taken (take() gives each out once). */
+  statusTimes: StatusTimes;
 }
 
 /**
@@ -51,7 +56,9 @@ const FLEET_SNAPSHOT = sql`
       WHERE o.oldest IS NOT NULL) AS "oldestClaimable",
     (SELECT count(*)::int FROM heartbeat_runs r
       WHERE r.status = 'RUNNING' AND now() - r.last_heartbeat_at > (r.lease_expires_at - r.last_heartbeat_at) / 2) AS "runsPastHalfLease",
-    (SELECT greatest(c.reltuples, 0)::float8 FROM pg_class c WHERE c.oid = 'lock_events'::regclass) AS "ledgerRows",
+    -- summed over the day partitions: autovacuum analyzes each of them, never the partitioned parent
+    (SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::float8 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+      WHERE i.inhparent = 'lock_events'::regclass) AS "ledgerRows",
     coalesce((SELECT extract(epoch FROM now() - min(e.at))::float8 FROM companies c
                CROSS JOIN LATERAL (SELECT l.at FROM lock_events l WHERE l.company_id = c.id ORDER BY l.seq LIMIT 1) e), 0) AS "oldestEventSeconds"`;
 
@@ -59,11 +66,22 @@ const FLEET_SNAPSHOT = sql`
 export class FleetSnapshots {
   private last: { at: number; value: Promise<FleetSnapshot> } | null = null;
 
-  constructor(private readonly db: Queryable) {}
+  readonly statusTimes: StatusTimes;
+
+  constructor(private readonly db: Queryable) {
+    this.statusTimes = new StatusTimes(db);
+    // From the ledger's end now: status changes from this process's start on are timed.
+    this.statusTimes.start().catch(() => undefined);
+  }
 
   read(): Promise<FleetSnapshot> {
     if (this.last && performance.now() - this.last.at < SNAPSHOT_MAX_AGE_MS) return this.last.value;
-    const value = queryOne<FleetSnapshot>(this.db, named("FLEET_SNAPSHOT", FLEET_SNAPSHOT));
+    // A failed ledger read leaves its cursor where it was: the next read takes what it missed.
+    const times = this.statusTimes.advance().catch(() => undefined);
+    const value = queryOne<Omit<FleetSnapshot, "statusTimes">>(this.db, named("FLEET_SNAPSHOT", FLEET_SNAPSHOT)).then(async (figures) => {
+      await times;
+      return { ...figures, statusTimes: this.statusTimes };
+    });
     this.last = { at: performance.now(), value };
     value.catch(() => (this.last = null)); // a failed read is not kept: the next scrape tries again
     return value;
