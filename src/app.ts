@@ -31,6 +31,9 @@ import { createLockGroups } from "./locks/groups.js";
 import type { LockDeps } from "./locks/deps.js";
 import type { Logger } from "./log.js";
 import { Metrics } from "./metrics.js";
+import { operationSpans } from "./tracing/operations.js";
+import { tracing } from "./tracing/spans.js";
+import { keepLedgerPartitions } from "./retention/ledger.js";
 
 export type { AppServices };
 
@@ -123,7 +126,8 @@ export function buildApp(deps: AppDeps): App {
     maxRequestBodySize: false, // bodyLimit counts instead, with the caller's limit
     // File uploads are not part of the API: a multipart body is refused (415), not half-read.
     multipart: false,
-    plugins: [bodyLimit(limits, onRefused), shapeLimits, documentLimits(limits, onRefused), responseSizeLimit(limits, onRefused), emptyRefusals()],
+    // A span per operation, first so that it covers the others' hooks: only when tracing is on (src/tracing/).
+    plugins: [...(tracing() ? [operationSpans()] : []), bodyLimit(limits, onRefused), shapeLimits, documentLimits(limits, onRefused), responseSizeLimit(limits, onRefused), emptyRefusals()],
     context: (initial) => createContext(services, initial.principal ?? null),
   });
 
@@ -133,11 +137,16 @@ export function buildApp(deps: AppDeps): App {
     log: deps.log,
   });
 
+  let stopKeeper: (() => void) | null = null;
   return {
     services,
     fetch: async (request) => yoga.fetch(request, { principal: await resolver.resolve(request.headers.get("authorization"), "local") }),
-    start: (port, host = "127.0.0.1") => server.start(port, host),
+    start: (port, host = "127.0.0.1") => {
+      stopKeeper ??= keepLedgerPartitions(deps.db, deps.log);
+      return server.start(port, host);
+    },
     async stop() {
+      stopKeeper?.();
       services.watcher.stop();
       await server.stop();
     },

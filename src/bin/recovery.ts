@@ -1,6 +1,9 @@
 // The recovery loop: `npm run recovery` (its own process; run as many as you
 // like). Every BATON_RECOVERY_INTERVAL_MS it sweeps: expired runs → TIMED_OUT,
 // locks of dead runs freed, exhausted issues escalated (src/locks/sweep.ts).
+// Hourly (and on --once) it also applies retention (src/retention/): ledger
+// partitions past BATON_EVENT_RETENTION_DAYS dropped, new ones made ahead, and
+// finished runs past BATON_RUN_RETENTION_DAYS deleted in batches.
 // Options: see USAGE. SIGINT/SIGTERM: finish the statement in flight, then exit;
 // a second signal exits at once (src/bin/shutdown.ts).
 import { createServer } from "node:http";
@@ -10,9 +13,12 @@ import { ConfigError, loadConfig } from "../config.js";
 import { connectDb } from "../db/client.js";
 import { createInProcessBus, createRedisBus } from "../events/bus.js";
 import { previewSweep, sweep } from "../locks/sweep.js";
+import { pruneLedger } from "../retention/ledger.js";
+import { pruneRuns } from "../retention/runs.js";
 import type { SweepPreview } from "../locks/sweep.js";
 import { errorFields, log } from "../log.js";
 import { Metrics } from "../metrics.js";
+import { startTracing } from "../tracing/setup.js";
 import { openDatabase } from "./database.js";
 import { onStopSignals, startupFailure } from "./shutdown.js";
 
@@ -23,14 +29,22 @@ issues held by dead runs go back to OPEN (or ESCALATED with no attempt left),
 and OPEN issues with no attempt left are escalated. Sweeps every
 BATON_RECOVERY_INTERVAL_MS (default 5000) until stopped with Ctrl-C or SIGTERM.
 
+Retention, at start and then hourly: ledger days older than
+BATON_EVENT_RETENTION_DAYS (default 30) are dropped, and finished runs older
+than BATON_RUN_RETENTION_DAYS (default 30) that no issue refers to are
+deleted. 0 keeps everything. Issues are never deleted.
+
 Options:
-  --once               one sweep, then exit (0, or 1 if the sweep failed)
+  --once               one sweep and one retention pass, then exit (0, or 1 if either failed)
   --dry-run            list what a sweep would change now, and change nothing (implies --once)
   --metrics-port N     serve Prometheus metrics on http://HOST:N/metrics (0 picks a port)
   -h, --help           show this and exit
 
 Reads DATABASE_URL (unset: the embedded PostgreSQL in BATON_DATA_DIR), REDIS_URL and HOST.
 `;
+
+/** Retention runs at start and then at most this often (it drops whole days). */
+const RETENTION_EVERY_MS = 60 * 60 * 1000;
 
 const ago = (seconds: number | null) => (seconds === null ? "" : seconds < 120 ? `${seconds} s ago` : `${Math.round(seconds / 60)} min ago`);
 
@@ -85,6 +99,7 @@ async function main() {
   const dryRun = values["dry-run"] ?? false;
   const once = (values.once ?? false) || dryRun;
   const config = loadConfig();
+  const tracing = await startTracing({ serviceName: "baton-recovery", log }); // on only when the OTEL_* variables ask: a span per sweep
   const bus = config.redisUrl ? createRedisBus(config.redisUrl, log) : createInProcessBus();
   const metrics = new Metrics({ events: bus });
   let metricsServer: Server | null = null;
@@ -119,6 +134,7 @@ async function main() {
   });
   const totals = { sweeps: 0, timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0, failures: 0 };
   let exitCode = 0;
+  let retentionDue = 0;
   if (dryRun) {
     const limit = 100;
     const started = performance.now();
@@ -156,6 +172,24 @@ async function main() {
       exitCode = 1;
       log("error", "recovery sweep failed", { ...errorFields(err), ms: Math.round(performance.now() - started) });
     }
+    if (!stopping && performance.now() >= retentionDue) {
+      retentionDue = performance.now() + RETENTION_EVERY_MS;
+      const began = performance.now();
+      try {
+        const ledger = await pruneLedger(database.url, config.eventRetentionDays, () => stopping);
+        const runs = await pruneRuns(db.prisma, config.runRetentionDays, () => stopping);
+        log("info", "recovery retention", {
+          droppedPartitions: ledger.dropped,
+          createdPartitions: ledger.created.length,
+          deletedRuns: runs,
+          ...(ledger.ran ? {} : { ledger: "another recovery process is pruning it" }),
+          ms: Math.round(performance.now() - began),
+        });
+      } catch (err) {
+        exitCode = 1;
+        log("error", "recovery retention failed; it is tried again in an hour", { ...errorFields(err), ms: Math.round(performance.now() - began) });
+      }
+    }
     if (once) break;
     exitCode = 0;
     await new Promise<void>((resolve) => {
@@ -171,6 +205,7 @@ async function main() {
   await bus.close();
   await db.close();
   await database.stop();
+  await tracing.shutdown(); // at most 2 s
   process.exit(exitCode);
 }
 

@@ -7,11 +7,13 @@ import { loadConfig } from "../config.js";
 import { connectDb } from "../db/client.js";
 import { createInProcessBus, createRedisBus } from "../events/bus.js";
 import { log } from "../log.js";
+import { startTracing } from "../tracing/setup.js";
 import { openDatabase } from "./database.js";
 import { onShutdown, startupFailure } from "./shutdown.js";
 
 async function main() {
   const config = loadConfig();
+  const tracing = await startTracing({ serviceName: "baton-api", log }); // on only when the OTEL_* variables ask (docs/operations.md, Tracing)
   const database = await openDatabase(config, log);
   const db = connectDb(database.url, config.dbPoolSize, "baton-api");
   const bus = config.redisUrl ? createRedisBus(config.redisUrl, log) : createInProcessBus();
@@ -37,6 +39,7 @@ async function main() {
     await bus.close();
     await db.close();
     await database.stop();
+    await tracing.shutdown(); // at most 2 s
   });
   log("info", "baton is listening", { url });
   // The one thing a person starting the server needs to see, on stdout.

@@ -6,15 +6,29 @@ import type { DocumentTypeDecoration } from "@graphql-typed-document-node/core";
 
 const ENDPOINT = "/graphql";
 
-/** A refused request: `code` is the GraphQL error's extensions.code, or UNREACHABLE. */
+/**
+ * A refused request: `code` is the GraphQL error's extensions.code, or UNREACHABLE;
+ * `extensions` the rest of them (EVENTS_PRUNED's resumeAfterSeq, for one).
+ */
 export class ApiError extends Error {
   constructor(
     message: string,
     readonly code: string,
+    readonly extensions: Readonly<Record<string, unknown>> = {},
   ) {
     super(message);
   }
 }
+
+/** EVENTS_PRUNED: retention dropped events after the afterSeq asked; reading after `resumeAfterSeq` skips nothing kept. */
+export function prunedThrough(err: unknown): string | null {
+  if (!(err instanceof ApiError) || err.code !== "EVENTS_PRUNED") return null;
+  const seq = err.extensions.resumeAfterSeq;
+  return typeof seq === "string" && /^\d+$/.test(seq) ? seq : null;
+}
+
+type GraphQLErrorBody = { message: string; extensions?: { code?: string } & Record<string, unknown> };
+const apiError = (error: GraphQLErrorBody) => new ApiError(error.message, error.extensions?.code ?? "ERROR", error.extensions ?? {});
 
 export type Doc<R, V> = DocumentTypeDecoration<R, V> & { toString(): string };
 
@@ -40,10 +54,10 @@ export class Api {
     const response = await this.post(document.toString(), variables, "application/graphql-response+json, application/json");
     const body = (await response.json().catch(() => null)) as {
       data?: R;
-      errors?: { message: string; extensions?: { code?: string } }[];
+      errors?: GraphQLErrorBody[];
     } | null;
     const error = body?.errors?.[0];
-    if (error) throw new ApiError(error.message, error.extensions?.code ?? "ERROR");
+    if (error) throw apiError(error);
     if (!body?.data) throw new ApiError(`the server answered ${response.status}`, "UNREACHABLE");
     return body.data;
   }
@@ -82,9 +96,9 @@ export class Api {
             .join("\n");
           if (event === "complete") return;
           if (event !== "next" || !data) continue;
-          const result = JSON.parse(data) as { data?: R; errors?: { message: string; extensions?: { code?: string } }[] };
+          const result = JSON.parse(data) as { data?: R; errors?: GraphQLErrorBody[] };
           const error = result.errors?.[0];
-          if (error) throw new ApiError(error.message, error.extensions?.code ?? "ERROR");
+          if (error) throw apiError(error);
           if (result.data) handlers.next(result.data);
         }
       }

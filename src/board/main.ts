@@ -4,7 +4,7 @@
 // because heartbeats are not lock changes; the concurrency limits, while
 // their tab is shown, shortly after lock events (claims and releases move
 // their counts).
-import { Api, ApiError } from "./api.js";
+import { Api, ApiError, prunedThrough } from "./api.js";
 import type { Doc } from "./api.js";
 import { byId, fill, h, setText } from "./dom.js";
 import {
@@ -122,6 +122,12 @@ function signIn(): Promise<Session> {
   });
 }
 
+/** A notice above the views until dismissed: something the operator should know that is not an error. */
+function notice(text: string) {
+  setText(byId("notice-text"), text);
+  byId("notice").hidden = false;
+}
+
 function setLive(state: "connecting" | "live" | "reconnecting", detail = "") {
   const el = byId("live");
   el.className = `live live-${state}`;
@@ -133,6 +139,7 @@ async function board(session: Session) {
   const store = new Store();
   byId("sign-in-view").hidden = true;
   byId("board").hidden = false;
+  byId("notice-dismiss").addEventListener("click", () => (byId("notice").hidden = true));
   setLive("connecting");
 
 
@@ -240,6 +247,22 @@ async function board(session: Session) {
   // 2. Lock changes: events after that seq are replayed, then live.
   void follow(api, BoardLiveDocument, () => ({ companyId: session.companyId, afterSeq: store.lastSeq }), {
     opened: () => setLive("live"),
+    // Retention dropped events after the board's place (it was away, or behind, for the whole
+    // window): resubscribing there would be refused again. With no place yet (no event kept when it
+    // loaded) it just starts where the kept history does; otherwise what it shows may have missed
+    // changes, so it reads everything again, as on first load, and says so.
+    async pruned(through) {
+      if (store.lastSeq === "0") {
+        store.lastSeq = through;
+        return;
+      }
+      setLive("reconnecting", ` (history after #${store.lastSeq} was pruned; reloading)`);
+      const { lockEvents: fresh } = await api.request(BoardTailDocument, { companyId: session.companyId, beforeSeq: null });
+      store.restartTail(fresh, through);
+      notice(`Events up to #${through} were pruned by retention before the board had read them; the board reloaded.`);
+      void Promise.all([readIssues(), readAgents(), readRuns()]).catch(signOutIfRefused);
+      store.changed();
+    },
     next({ lockChanged }) {
       const { issue, ...event } = lockChanged;
       if (!store.apply(event, issue, Date.now())) return;
@@ -277,7 +300,7 @@ async function follow<R, V>(
   api: Api,
   document: Doc<R, V>,
   variables: () => V,
-  on: { opened(): void; next(data: R): void; dropped(problem: string): void },
+  on: { opened(): void; next(data: R): void; dropped(problem: string): void; pruned?(through: string): Promise<void> },
 ) {
   for (let attempt = 0; ; attempt++) {
     let problem = "";
@@ -298,6 +321,15 @@ async function follow<R, V>(
     } catch (err) {
       if (refused(err)) return signOut(err.message);
       problem = err instanceof ApiError && err.code !== "UNREACHABLE" ? `: ${err.message}` : "";
+      // EVENTS_PRUNED: the variables must move past the pruned history before the next try, never the same afterSeq again.
+      const through = prunedThrough(err);
+      if (through !== null && on.pruned) {
+        problem = "";
+        await on.pruned(through).catch((e: unknown) => {
+          if (refused(e)) signOut(e.message);
+          problem = e instanceof ApiError && e.code !== "UNREACHABLE" ? `: ${e.message}` : "";
+        });
+      }
     }
     on.dropped(problem);
     // Jittered, so that boards cut off together (a restart) do not all come back in the same instant.

@@ -86,6 +86,17 @@ export class Store {
     if (events[0] && BigInt(events[0].seq) > BigInt(this.lastSeq)) this.lastSeq = events[0].seq;
   }
 
+  /**
+   * The tail read again after the ledger was pruned past `lastSeq` (EVENTS_PRUNED):
+   * the live stream resumes after its newest event, or after `prunedThrough` if that
+   * is later (nothing kept lies at or below it).
+   */
+  restartTail(events: readonly LockEvent[], prunedThrough: string): void {
+    this.tail = [...events];
+    const newest = events[0]?.seq ?? "0";
+    this.lastSeq = BigInt(newest) > BigInt(prunedThrough) ? newest : prunedThrough;
+  }
+
   /** A live event: applied once (a replay after a reconnect may repeat one), its issue updated in place. */
   apply(event: LockEvent, issue: Issue, now: number): boolean {
     if (BigInt(event.seq) <= BigInt(this.lastSeq)) return false;

@@ -3,7 +3,7 @@
 // one JSON document; one object per line for streams).
 import { parseArgs } from "node:util";
 import type { ParseArgsConfig } from "node:util";
-import { Documents } from "../client/index.js";
+import { Documents, EventsPrunedError } from "../client/index.js";
 import type { Baton } from "../client/index.js";
 import { workCommand } from "./work.js";
 
@@ -32,6 +32,24 @@ export class Problem extends Error {
     message: string,
   ) {
     super(message);
+  }
+}
+
+/**
+ * The history asked for is gone: retention pruned events after `afterSeq`
+ * (EVENTS_PRUNED). Exit 5; the line says where the kept history resumes.
+ */
+export class Pruned extends Error {
+  constructor(
+    readonly afterSeq: string,
+    readonly resumeAfterSeq: string,
+    readonly oldestAvailableSeq: string | null,
+  ) {
+    super(
+      `history up to seq ${resumeAfterSeq} was pruned by retention, so the events after seq ${afterSeq} are no longer all kept; ` +
+        `to continue with what is kept, run again with --after-seq ${resumeAfterSeq}` +
+        (oldestAvailableSeq === null ? " (no later event is kept yet)" : ` (the oldest event kept is ${oldestAvailableSeq})`),
+    );
   }
 }
 
@@ -343,21 +361,49 @@ export const COMMANDS: Record<string, Command> = {
       const companyId = await companyOf(ctx, p.values.company);
       const print = (e: { seq: string; at: string; kind: string; status: string; issueId: string; agentId?: string | null; reason?: string | null }) =>
         ctx.out(ctx.json ? JSON.stringify(e) : [e.seq, e.at, e.kind, e.status, e.issueId, e.agentId ?? "", e.reason ?? ""].join("  "));
-      let last = String(p.values["after-seq"] ?? "0");
+      // Where the reading stands: the last seq read (null: nothing yet). Without --after-seq the first
+      // page starts at the oldest event kept, which retention never refuses.
+      let last: string | null = typeof p.values["after-seq"] === "string" ? p.values["after-seq"] : null;
       const agent = typeof p.values.agent === "string" ? p.values.agent : null;
+      // Retention pruned events after `last`: the exact history asked for (or the rest of what was
+      // printed) cannot be given. Refused with exit 5 rather than continued with a silent gap.
+      const pruned = (err: unknown): unknown => (err instanceof EventsPrunedError ? new Pruned(last ?? "0", err.resumeAfterSeq, err.oldestAvailableSeq) : err);
       for (;;) {
-        const { lockEvents } = await ctx.baton.request<{ lockEvents: { seq: string; at: string; kind: string; status: string; issueId: string; agentId: string | null; reason: string | null }[] }>(
-          `query($c: ID!, $after: ID, $i: ID) { lockEvents(companyId: $c, afterSeq: $after, issueId: $i, first: 1000) { seq at kind status issueId agentId reason } }`,
-          { c: companyId, after: last, i: p.values.issue ?? null },
-        );
+        const { lockEvents } = await ctx.baton
+          .request<{ lockEvents: { seq: string; at: string; kind: string; status: string; issueId: string; agentId: string | null; reason: string | null }[] }>(
+            `query($c: ID!, $after: ID, $i: ID) { lockEvents(companyId: $c, afterSeq: $after, issueId: $i, first: 1000) { seq at kind status issueId agentId reason } }`,
+            { c: companyId, after: last, i: p.values.issue ?? null },
+          )
+          .catch((err: unknown) => {
+            throw pruned(err);
+          });
         for (const e of lockEvents) if (!agent || e.agentId === agent) print(e);
         if (lockEvents.length) last = lockEvents.at(-1)!.seq;
         if (lockEvents.length < 1000 || stopped) break;
       }
       if (!p.values.follow || stopped) return 0;
-      const live = ctx.baton.lockChanges({ companyId, afterSeq: last, issueId: (p.values.issue as string | undefined) ?? null, agentId: agent });
-      stream = live;
-      for await (const e of live) print(e);
+      // Live from where the pages ended. With nothing read at all (no event kept, no --after-seq),
+      // from "0": should retention have pruned the start, the stream resumes where the kept
+      // history begins, since nothing was asked for or shown before it.
+      let from = last ?? "0";
+      while (!stopped) {
+        const live = ctx.baton.lockChanges({ companyId, afterSeq: from, issueId: (p.values.issue as string | undefined) ?? null, agentId: agent });
+        stream = live;
+        try {
+          for await (const e of live) {
+            last = e.seq;
+            print(e);
+          }
+          return 0;
+        } catch (err) {
+          if (stopped) return 0;
+          if (err instanceof EventsPrunedError && last === null) {
+            from = err.resumeAfterSeq;
+            continue;
+          }
+          throw pruned(err);
+        }
+      }
       return 0;
     },
   },

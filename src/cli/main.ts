@@ -2,10 +2,11 @@
 // `baton`: Baton from a terminal or a script. Every command is a thin layer on
 // the baton/client SDK. Exit codes: 0 done; 1 the server answered with a
 // Problem (its __typename and message on stderr); 2 bad usage;
-// 3 UNAUTHENTICATED or FORBIDDEN; 4 the server could not be reached.
+// 3 UNAUTHENTICATED or FORBIDDEN; 4 the server could not be reached;
+// 5 the ledger history asked for was pruned by retention (EVENTS_PRUNED).
 import { parseArgs } from "node:util";
 import { Baton, BatonError, DEFAULT_URL } from "../client/index.js";
-import { COMMANDS, MissingToken, Problem, Usage } from "./commands.js";
+import { COMMANDS, MissingToken, Problem, Pruned, Usage } from "./commands.js";
 import type { Context } from "./commands.js";
 
 const USAGE = `Usage: baton [--url URL] [--token TOKEN] [--json] COMMAND [ARGS…]
@@ -18,7 +19,9 @@ ${Object.entries(COMMANDS)
 Connection: --url or BATON_URL (default ${DEFAULT_URL}), --token or BATON_TOKEN.
 --json prints one JSON document (one object per line for streams).
 Exit codes: 0 done, 1 the server answered with a problem, 2 bad usage,
-3 unauthenticated or forbidden, 4 the server could not be reached.
+3 unauthenticated or forbidden, 4 the server could not be reached,
+5 the ledger history asked for was pruned by retention (events: the message
+says which --after-seq continues with what is kept).
 baton COMMAND --help: that command's options.
 `;
 
@@ -70,10 +73,12 @@ function exitCodeOf(err: unknown): { code: number; line: string } {
   if (err instanceof Usage) return { code: 2, line: `baton: ${err.message} (see baton --help)` };
   if (err instanceof MissingToken) return { code: 3, line: `baton: ${err.message}` };
   if (err instanceof Problem) return { code: 1, line: `baton: ${err.typename}: ${err.message}` };
+  if (err instanceof Pruned) return { code: 5, line: `baton: EVENTS_PRUNED: ${err.message}` };
   if (err instanceof BatonError) {
     if (err.code === "UNAUTHENTICATED" || err.code === "FORBIDDEN") return { code: 3, line: `baton: ${err.code}: ${err.message}` };
     if (err.code === "UNREACHABLE") return { code: 4, line: `baton: ${err.message}` };
     if (err.code === "BAD_USER_INPUT") return { code: 2, line: `baton: ${err.message}` };
+    if (err.code === "EVENTS_PRUNED") return { code: 5, line: `baton: ${err.code}: ${err.message}` };
     return { code: 1, line: `baton: ${err.code}: ${err.message}` };
   }
   return { code: 1, line: `baton: ${err instanceof Error ? err.message : String(err)}` };

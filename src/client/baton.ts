@@ -7,7 +7,9 @@ import type { DocumentNode } from "graphql";
 import { createClient } from "graphql-ws";
 import type { Client as WsClient } from "graphql-ws";
 import WebSocket from "ws";
+import type { Context } from "@opentelemetry/api";
 import { LockChangesDocument } from "./generated/graphql.js";
+import { requestTrace } from "./tracing.js";
 import type { LockChangesSubscription, LockChangesSubscriptionVariables } from "./generated/graphql.js";
 import { work } from "./work.js";
 import type { Handler, WorkOptions, Worker } from "./work.js";
@@ -45,6 +47,49 @@ export class BatonError extends Error {
   }
 }
 
+/**
+ * EVENTS_PRUNED: a read that resumes after a seq (lockEvents or lockChanges
+ * with afterSeq) where retention may have dropped events since. Resuming
+ * after `resumeAfterSeq` misses nothing still kept; `oldestAvailableSeq` is
+ * the first event kept after it (null: none yet). Seqs are decimal strings.
+ */
+export class EventsPrunedError extends BatonError {
+  override name = "EventsPrunedError";
+  readonly resumeAfterSeq: string;
+  readonly oldestAvailableSeq: string | null;
+  constructor(message: string, errors: readonly { message: string; extensions?: Record<string, unknown> }[]) {
+    super(message, "EVENTS_PRUNED", errors);
+    const extensions = errors[0]?.extensions ?? {};
+    this.resumeAfterSeq = String(extensions.resumeAfterSeq ?? "0");
+    this.oldestAvailableSeq = extensions.oldestAvailableSeq == null ? null : String(extensions.oldestAvailableSeq);
+  }
+}
+
+/** The error for a GraphQL answer's errors: EventsPrunedError for EVENTS_PRUNED, else a BatonError with the first one's code. */
+function batonErrorOf(errors: readonly { message: string; extensions?: Record<string, unknown> }[]): BatonError {
+  const first = errors[0]!;
+  const code = String(first.extensions?.code ?? "GRAPHQL_ERROR");
+  return code === "EVENTS_PRUNED" ? new EventsPrunedError(first.message, errors) : new BatonError(first.message, code, errors);
+}
+
+export interface RequestOptions {
+  signal?: AbortSignal;
+  /**
+   * The OpenTelemetry context the request belongs to (default: the active
+   * one): its trace goes to the server as `traceparent` (docs/client.md, Tracing).
+   */
+  traceContext?: Context;
+}
+
+/** An operation's name, for the client span's name: the document's first named operation. */
+function operationName(document: DocumentNode | string, query: string): string | undefined {
+  if (typeof document !== "string") {
+    for (const d of document.definitions) if (d.kind === "OperationDefinition" && d.name) return d.name.value;
+    return undefined;
+  }
+  return /^\s*(?:query|mutation|subscription)\s+([_A-Za-z][_0-9A-Za-z]{0,99})/.exec(query)?.[1];
+}
+
 /** How long lockChanges().return() waits for the socket to close politely. */
 const CLOSE_WAIT_MS = 1000;
 
@@ -71,18 +116,21 @@ export class Baton {
   async request<R, V extends Record<string, unknown> = Record<string, unknown>>(
     document: TypedDocumentNode<R, V> | DocumentNode | string,
     variables?: V,
-    options: { signal?: AbortSignal } = {},
+    options: RequestOptions = {},
   ): Promise<R> {
     const query = typeof document === "string" ? document : print(document);
+    // W3C traceparent (src/client/tracing.ts): the server's spans of this request join the caller's trace.
+    const traced = requestTrace(operationName(document, query), options.traceContext);
     let response: Response;
     try {
       response = await fetch(this.url, {
         method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json", ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) },
+        headers: { "content-type": "application/json", accept: "application/json", ...traced.headers, ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) },
         body: JSON.stringify({ query, variables: variables ?? {} }),
         signal: options.signal ?? null,
       });
     } catch (err) {
+      traced.end(true);
       if (options.signal?.aborted) throw err;
       throw new BatonError(`cannot reach ${this.url}: ${(err as Error & { cause?: Error }).cause?.message ?? (err as Error).message}`, "UNREACHABLE");
     }
@@ -90,12 +138,11 @@ export class Baton {
     try {
       body = (await response.json()) as typeof body;
     } catch {
+      traced.end(true);
       throw new BatonError(`${this.url} answered ${response.status} without a GraphQL response`, "UNREACHABLE");
     }
-    if (body.errors?.length) {
-      const first = body.errors[0]!;
-      throw new BatonError(first.message, String(first.extensions?.code ?? "GRAPHQL_ERROR"), body.errors);
-    }
+    traced.end(Boolean(body.errors?.length));
+    if (body.errors?.length) throw batonErrorOf(body.errors);
     return body.data as R;
   }
 
@@ -113,7 +160,9 @@ export class Baton {
    * order, each once: after a lost connection it subscribes again after the
    * last seq it yielded (the server replays what was missed) and drops
    * anything at or below it. Ends only when the loop breaks out of it (or
-   * return() is called); a refusal (a bad token, a foreign company) is thrown.
+   * return() is called); a refusal (a bad token, a foreign company) is thrown,
+   * and so is EventsPrunedError when retention dropped events after the seq it
+   * would resume from (it does not retry: resuming there would skip them).
    * Started without afterSeq, it resumes exactly from its first event on;
    * a connection lost before that one starts again from then: pass a saved
    * seq, or "0", to miss nothing.
@@ -161,7 +210,7 @@ export class Baton {
               const first = result.errors[0]!;
               const code = String(first.extensions?.code ?? "GRAPHQL_ERROR");
               if (code === "SUBSCRIPTION_OVERFLOW" || code === "INTERNAL_SERVER_ERROR") break; // resubscribe after `last`
-              throw new BatonError(first.message, code, result.errors);
+              throw batonErrorOf(result.errors); // EVENTS_PRUNED among them: resubscribing after `last` would be refused again
             }
             attempt = 0;
             const event = result.data!.lockChanged;
@@ -172,6 +221,8 @@ export class Baton {
           }
         } catch (err) {
           if (err instanceof BatonError) throw err;
+          // graphql-ws ends an operation with an `error` message by throwing its errors (an array).
+          if (Array.isArray(err) && (err[0] as { extensions?: { code?: unknown } } | undefined)?.extensions?.code === "EVENTS_PRUNED") throw batonErrorOf(err);
           // The connection was lost: subscribe again below, after `last`.
         } finally {
           await client.dispose();

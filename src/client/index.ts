@@ -1,6 +1,6 @@
 // `import { Baton } from "baton/client"`: the SDK's public surface.
-export { Baton, BatonError, DEFAULT_URL } from "./baton.js";
-export type { BatonOptions, LockChange, LockChangesFilter } from "./baton.js";
+export { Baton, BatonError, DEFAULT_URL, EventsPrunedError } from "./baton.js";
+export type { BatonOptions, LockChange, LockChangesFilter, RequestOptions } from "./baton.js";
 export { Blocked, Requeue } from "./work.js";
 export type { Handler, Job, WorkIssue, WorkOptions, Worker } from "./work.js";
 export * as Documents from "./generated/graphql.js";

@@ -12,10 +12,12 @@
 // aborted with the reason, and the worker does not release that issue: it is
 // no longer this run's to release. The handler should stop, and must not
 // write anything it fences with `job.lockEpoch` after that.
+import { context } from "@opentelemetry/api";
 import type { Baton, LockChange } from "./baton.js";
-import { BatonError } from "./baton.js";
+import { BatonError, EventsPrunedError } from "./baton.js";
 import { WorkAcquireDocument, WorkClaimDocument, WorkClaimManyDocument, WorkFinishRunDocument, WorkHeartbeatDocument, WorkReleaseDocument, WorkStartRunDocument, MeDocument } from "./generated/graphql.js";
 import type { WorkIssueFragment, WorkRunFragment } from "./generated/graphql.js";
+import { TraceLife } from "./tracing.js";
 
 /** Throw it from a handler to put the issue back in the queue (the attempt is counted). */
 export class Requeue extends Error {
@@ -68,6 +70,8 @@ interface Running {
   finished: Promise<void>;
   /** The handler is done and its release is on its way: the checkout leaving this run is that release. */
   releasing: boolean;
+  /** The issue's trace: its claim, acquisition, heartbeats and release (src/client/tracing.ts). */
+  life: TraceLife;
 }
 
 const outcomeOf = (err: unknown): { outcome: "REQUEUE" | "BLOCKED" | "FAILED"; reason: string } => {
@@ -87,6 +91,13 @@ function mayHaveTakenEffect(err: unknown): boolean {
 export function work(baton: Baton, handler: Handler, options: WorkOptions = {}): Worker {
   const concurrency = Math.max(1, Math.trunc(options.concurrency ?? 1));
   const log = options.onLog ?? (() => {});
+  /** The caller's OpenTelemetry context: each issue's trace starts under it (docs/client.md, Tracing). */
+  const ambient = context.active();
+  /** A heartbeat joins the trace of the oldest issue held, or goes alone. */
+  const heartbeatTrace = () => {
+    for (const job of running.values()) return job.life.context;
+    return ambient;
+  };
   const running = new Map<string, Running>();
   let run: WorkRunFragment | null = null;
   let stopping = false;
@@ -122,13 +133,13 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
   };
 
   async function startRun(): Promise<WorkRunFragment> {
-    const { startRun: started } = await baton.request(WorkStartRunDocument, {});
+    const { startRun: started } = await baton.request(WorkStartRunDocument, {}, { traceContext: ambient });
     const leaseMs = Math.max(1000, Date.parse(started.leaseExpiresAt) - Date.parse(started.lastHeartbeatAt));
     if (heartbeat) clearInterval(heartbeat);
     heartbeat = setInterval(() => {
       const current = run;
       if (!current) return;
-      baton.request(WorkHeartbeatDocument, { runId: current.id }).then(
+      baton.request(WorkHeartbeatDocument, { runId: current.id }, { traceContext: heartbeatTrace() }).then(
         ({ heartbeatRun }) => {
           if (heartbeatRun.__typename !== "RunUpdated" && run?.id === current.id) loseRun(`run ${current.id} is no longer active: ${heartbeatRun.message}`);
         },
@@ -149,32 +160,40 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
         if (event.status === "OPEN") wake();
       }
     } catch (err) {
+      // Retention dropped the events after its place (a connection lost for that long): watch again from now.
+      if (err instanceof EventsPrunedError && !stopping) {
+        log("live events resume from now: the ledger was pruned past this worker's place", { resumeAfterSeq: err.resumeAfterSeq });
+        wake();
+        return watch(companyId);
+      }
       if (!stopping) log("live events stopped; waiting by polling", { error: (err as Error).message });
     }
   }
 
-  function launch(issue: WorkIssue, runId: string): void {
+  function launch(issue: WorkIssue, runId: string, life: TraceLife): void {
+    life.note({ "baton.issue.id": issue.id, "baton.run.id": runId, "baton.lock_epoch": issue.lockEpoch });
     const controller = new AbortController();
-    const entry: Running = { controller, finished: Promise.resolve(), releasing: false };
+    const entry: Running = { controller, finished: Promise.resolve(), releasing: false, life };
     running.set(issue.id, entry);
     const job: Job = { runId, lockEpoch: issue.lockEpoch, attempt: issue.attemptCount, signal: controller.signal };
     const finished = (async () => {
       let release: { outcome: "DONE" | "REQUEUE" | "BLOCKED" | "FAILED"; reason: string | null };
       try {
-        await handler(issue, job);
+        await context.with(life.context, () => handler(issue, job)); // the handler's own spans, if any, nest under the issue
         release = { outcome: "DONE", reason: null };
       } catch (err) {
         release = outcomeOf(err);
       }
       if (controller.signal.aborted) return; // not this run's to release any more
       entry.releasing = true;
-      const { releaseIssue } = await baton.request(WorkReleaseDocument, { runId, issueId: issue.id, ...release });
+      const { releaseIssue } = await baton.request(WorkReleaseDocument, { runId, issueId: issue.id, ...release }, { traceContext: life.context });
       if (releaseIssue.__typename === "IssueReleased") log("released", { issueId: issue.id, outcome: release.outcome });
       else log("release refused", { issueId: issue.id, outcome: release.outcome, answer: releaseIssue.__typename, message: releaseIssue.message });
     })()
       .catch((err: unknown) => log("release failed", { issueId: issue.id, error: (err as Error).message }))
       .finally(() => {
         running.delete(issue.id);
+        life.end();
         wake();
       });
     entry.finished = finished;
@@ -185,27 +204,42 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
     const free = concurrency - running.size;
     const includeUnassigned = options.includeUnassigned ?? false;
     if (concurrency > 1) {
-      const { claimIssues } = await baton.request(WorkClaimManyDocument, { runId: current.id, limit: free, includeUnassigned });
-      if (claimIssues.__typename === "RunNotActive") return loseRun(claimIssues.message), 0;
-      if (claimIssues.__typename !== "IssuesClaimed") return 0;
-      for (const issue of claimIssues.issues) launch(issue, current.id);
-      return claimIssues.issues.length;
+      // One trace for the batch claim; each claimed issue's life is a part of it.
+      const batch = TraceLife.start("baton claim", ambient);
+      try {
+        const { claimIssues } = await baton.request(WorkClaimManyDocument, { runId: current.id, limit: free, includeUnassigned }, { traceContext: batch.context });
+        if (claimIssues.__typename === "RunNotActive") return loseRun(claimIssues.message), 0;
+        if (claimIssues.__typename !== "IssuesClaimed") return 0;
+        for (const issue of claimIssues.issues) launch(issue, current.id, TraceLife.start("baton issue", batch.context));
+        return claimIssues.issues.length;
+      } finally {
+        batch.end();
+      }
     }
-    const { claimIssue } = await baton.request(WorkClaimDocument, { runId: current.id, includeUnassigned });
-    if (claimIssue.__typename === "RunNotActive") return loseRun(claimIssue.message), 0;
-    if (claimIssue.__typename !== "IssueClaimed") return 0;
-    const { acquireExecution } = await baton.request(WorkAcquireDocument, { runId: current.id, issueId: claimIssue.issue.id });
-    if (acquireExecution.__typename !== "ExecutionAcquired") {
-      log("could not start a claimed issue; releasing it", { issueId: claimIssue.issue.id, answer: acquireExecution.__typename });
-      await baton.request(WorkReleaseDocument, { runId: current.id, issueId: claimIssue.issue.id, outcome: "REQUEUE", reason: acquireExecution.message });
-      return 0;
+    // One trace for the issue's life, from the claim that finds it to its release (launch ends it).
+    const life = TraceLife.start("baton issue", ambient);
+    const traceContext = life.context;
+    let launched = false;
+    try {
+      const { claimIssue } = await baton.request(WorkClaimDocument, { runId: current.id, includeUnassigned }, { traceContext });
+      if (claimIssue.__typename === "RunNotActive") return loseRun(claimIssue.message), 0;
+      if (claimIssue.__typename !== "IssueClaimed") return 0;
+      const { acquireExecution } = await baton.request(WorkAcquireDocument, { runId: current.id, issueId: claimIssue.issue.id }, { traceContext });
+      if (acquireExecution.__typename !== "ExecutionAcquired") {
+        log("could not start a claimed issue; releasing it", { issueId: claimIssue.issue.id, answer: acquireExecution.__typename });
+        await baton.request(WorkReleaseDocument, { runId: current.id, issueId: claimIssue.issue.id, outcome: "REQUEUE", reason: acquireExecution.message }, { traceContext });
+        return 0;
+      }
+      launch(acquireExecution.issue, current.id, life);
+      launched = true;
+      return 1;
+    } finally {
+      if (!launched) life.end();
     }
-    launch(acquireExecution.issue, current.id);
-    return 1;
   }
 
   async function loop(): Promise<void> {
-    const { me } = await baton.request(MeDocument, {});
+    const { me } = await baton.request(MeDocument, {}, { traceContext: ambient });
     if (me.role !== "AGENT" || !me.companyId) throw new BatonError("work() needs an agent key", "FORBIDDEN");
     run = await startRun();
     const watching = watch(me.companyId);
@@ -218,7 +252,7 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
           continue;
         }
         log("finishing a run whose claim went unanswered (it may hold an issue)", { runId: run.id });
-        await baton.request(WorkFinishRunDocument, { runId: run.id, status: "SUCCEEDED" }).catch(() => {});
+        await baton.request(WorkFinishRunDocument, { runId: run.id, status: "SUCCEEDED" }, { traceContext: ambient }).catch(() => {});
         run = null;
         unsure = null;
       }
@@ -249,7 +283,7 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
     }
     if (heartbeat) clearInterval(heartbeat);
     // finishRun releases whatever the run still holds, in the same statement.
-    if (run) await baton.request(WorkFinishRunDocument, { runId: run.id, status: "SUCCEEDED" }).catch(() => {});
+    if (run) await baton.request(WorkFinishRunDocument, { runId: run.id, status: "SUCCEEDED" }, { traceContext: ambient }).catch(() => {});
     log("run finished", { runId: run?.id });
     await events?.return?.();
     await watching;

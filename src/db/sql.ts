@@ -3,6 +3,7 @@
 // the same statement as the change, and how a statement is run.
 import { Prisma } from "../generated/prisma/client.js";
 import type { Db } from "./client.js";
+import { statementSpan, tracing } from "../tracing/spans.js";
 
 export const sql = Prisma.sql;
 export const raw = Prisma.raw;
@@ -193,16 +194,21 @@ export async function retryingAborts<T>(attempt: () => Promise<T>): Promise<T> {
   }
 }
 
+// With tracing on, a named statement run by these three is a span of its own
+// (src/tracing/spans.ts, statementSpan); off, the only cost is tracing().
+
 /** Runs one statement and returns its single result row (retrying an aborted one). */
 export async function queryOne<T>(db: Pick<Db, "$queryRaw">, query: Sql): Promise<T> {
+  if (tracing()) return statementSpan(query.strings[0], () => retryingAborts(async () => (await db.$queryRaw<T[]>(query))[0] as T));
   return retryingAborts(async () => (await db.$queryRaw<T[]>(query))[0] as T);
 }
 
 /** The same inside a transaction: no retry here (the transaction is retried as a whole). */
 export async function queryOneInTransaction<T>(tx: Pick<Db, "$queryRaw">, query: Sql): Promise<T> {
+  if (tracing()) return statementSpan(query.strings[0], async () => (await tx.$queryRaw<T[]>(query))[0] as T);
   return (await tx.$queryRaw<T[]>(query))[0] as T;
 }
 
 export async function queryAll<T>(db: Pick<Db, "$queryRaw">, query: Sql): Promise<T[]> {
-  return db.$queryRaw<T[]>(query);
+  return tracing() ? statementSpan(query.strings[0], () => db.$queryRaw<T[]>(query)) : db.$queryRaw<T[]>(query);
 }

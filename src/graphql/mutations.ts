@@ -13,6 +13,7 @@ import { tickScheduler } from "../locks/schedulerTick.js";
 import { finishRun, heartbeatRun, startRun } from "../locks/runs.js";
 import { updateIssue } from "../locks/updateIssue.js";
 import type { UpdateIssueInput } from "../locks/updateIssue.js";
+import { traced } from "../tracing/spans.js";
 import { builder } from "./builder.js";
 import { requireAdmin, requireAgent, requireBoard } from "./context.js";
 import { validateId } from "../domain/validate.js";
@@ -95,7 +96,7 @@ builder.mutationFields((t) => ({
       return updateIssue(ctx.services.locks, companyId, validateId("id", id), changes).then((r) => {
         // Edits of other fields write no ledger event: boards hear of them here.
         if (r.__typename === "IssueUpdated") ctx.services.bus.announceIssues(companyId, [r.issue.id]);
-        return ctx.services.metrics.outcome("updateIssue", r);
+        return ctx.services.metrics.outcome("updateIssue", traced(r, { issueId: id }));
       });
     },
   }),
@@ -105,7 +106,7 @@ builder.mutationFields((t) => ({
     args: { issueId: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
     resolve: (_root, { issueId, reason }, ctx) =>
       forceReleaseIssue(ctx.services.locks, requireBoard(ctx), { issueId: validateId("issueId", issueId), reason }).then((r) =>
-        ctx.services.metrics.outcome("forceReleaseIssue", r),
+        ctx.services.metrics.outcome("forceReleaseIssue", traced(r, { issueId })),
       ),
   }),
 
@@ -133,21 +134,21 @@ builder.mutationFields((t) => ({
 builder.mutationFields((t) => ({
   startRun: t.field({
     type: HeartbeatRunRef,
-    resolve: (_root, _args, ctx) => startRun(ctx.services.locks, requireAgent(ctx)),
+    resolve: (_root, _args, ctx) => startRun(ctx.services.locks, requireAgent(ctx)).then((run) => traced(run, { runId: run.id })),
   }),
 
   heartbeatRun: t.field({
     type: RunResultRef,
     args: { runId: t.arg.id({ required: true }) },
     resolve: (_root, { runId }, ctx) =>
-      heartbeatRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId)).then((r) => ctx.services.metrics.outcome("heartbeatRun", r)),
+      heartbeatRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId)).then((r) => ctx.services.metrics.outcome("heartbeatRun", traced(r, { runId }))),
   }),
 
   finishRun: t.field({
     type: RunResultRef,
     args: { runId: t.arg.id({ required: true }), status: t.arg({ type: RunStatusEnum, required: true }) },
     resolve: (_root, { runId, status }, ctx) =>
-      finishRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId), status).then((r) => ctx.services.metrics.outcome("finishRun", r)),
+      finishRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId), status).then((r) => ctx.services.metrics.outcome("finishRun", traced(r, { runId }))),
   }),
 
   claimIssue: t.field({
@@ -166,7 +167,7 @@ builder.mutationFields((t) => ({
         issueId: optionalId("issueId", args.issueId),
         expectedStatuses: args.expectedStatuses,
         includeUnassigned: args.includeUnassigned,
-      }).then((r) => ctx.services.metrics.outcome("claimIssue", r)),
+      }).then((r) => ctx.services.metrics.outcome("claimIssue", traced(r, args))),
   }),
 
   acquireExecution: t.field({
@@ -176,7 +177,7 @@ builder.mutationFields((t) => ({
       acquireExecution(ctx.services.locks, requireAgent(ctx), {
         runId: validateId("runId", args.runId),
         issueId: validateId("issueId", args.issueId),
-      }).then((r) => ctx.services.metrics.outcome("acquireExecution", r)),
+      }).then((r) => ctx.services.metrics.outcome("acquireExecution", traced(r, args))),
   }),
 
   releaseIssue: t.field({
@@ -193,7 +194,7 @@ builder.mutationFields((t) => ({
         issueId: validateId("issueId", args.issueId),
         outcome: args.outcome,
         reason: args.reason,
-      }).then((r) => ctx.services.metrics.outcome("releaseIssue", r)),
+      }).then((r) => ctx.services.metrics.outcome("releaseIssue", traced(r, args))),
   }),
 
   claimIssues: t.field({
@@ -215,7 +216,7 @@ builder.mutationFields((t) => ({
         limit: args.limit,
         includeUnassigned: args.includeUnassigned,
         acquireExecution: args.acquireExecution,
-      }).then((r) => ctx.services.metrics.outcome("claimIssues", r)),
+      }).then((r) => ctx.services.metrics.outcome("claimIssues", traced(r, args))),
   }),
 
   releaseIssues: t.field({
@@ -233,6 +234,6 @@ builder.mutationFields((t) => ({
         issueIds: args.issueIds.map((id, n) => validateId(`issueIds[${n}]`, id)),
         outcome: args.outcome,
         reason: args.reason,
-      }).then((r) => ctx.services.metrics.outcome("releaseIssues", r)),
+      }).then((r) => ctx.services.metrics.outcome("releaseIssues", traced(r, { runId: args.runId }))),
   }),
 }));

@@ -10,7 +10,9 @@
 // after another in arrival order would; requests that touch the same row
 // (same `key`) never share a group, so that order is kept trivially.
 
+import type { Context } from "@opentelemetry/api";
 import { changedNothing } from "../db/sql.js";
+import { inGroup, submitter, tracing } from "../tracing/spans.js";
 
 /** More than this many waiting requests go out in several statements. */
 const MAX_GROUP = 64;
@@ -21,6 +23,8 @@ interface Waiting<Req, Ans> {
   request: Req;
   resolve: (answer: Ans) => void;
   reject: (err: unknown) => void;
+  /** The submitter's trace context, with tracing on: the group's statement span links its operation (src/tracing/spans.ts). */
+  trace: Context | undefined;
 }
 
 export class GroupCommit<Req, Ans> {
@@ -37,7 +41,7 @@ export class GroupCommit<Req, Ans> {
 
   submit(companyId: string, request: Req): Promise<Ans> {
     return new Promise((resolve, reject) => {
-      const waiting = { request, resolve, reject };
+      const waiting = { request, resolve, reject, trace: submitter() };
       const queue = this.queues.get(companyId);
       if (queue) {
         queue.push(waiting); // a statement is running: join the next group
@@ -54,10 +58,7 @@ export class GroupCommit<Req, Ans> {
     while (queue.length > 0) {
       const group = this.takeGroup(queue);
       try {
-        const answers = await this.run(
-          companyId,
-          group.map((w) => w.request),
-        );
+        const answers = await this.statement(companyId, group);
         group.forEach((w, i) => w.resolve(answers[i]!));
       } catch (err) {
         // A statement PostgreSQL refused changed nothing. One request's
@@ -76,11 +77,18 @@ export class GroupCommit<Req, Ans> {
 
   private async runAlone(companyId: string, waiting: Waiting<Req, Ans>): Promise<void> {
     try {
-      const [answer] = await this.run(companyId, [waiting.request]);
+      const [answer] = await this.statement(companyId, [waiting]);
       waiting.resolve(answer!);
     } catch (err) {
       waiting.reject(err);
     }
+  }
+
+  /** Runs one statement for `group`; with tracing on, as its first member's and linked to the others'. */
+  private statement(companyId: string, group: Waiting<Req, Ans>[]): Promise<Ans[]> {
+    const requests = group.map((w) => w.request);
+    if (!tracing()) return this.run(companyId, requests);
+    return inGroup(companyId, group.map((w) => w.trace), () => this.run(companyId, requests));
   }
 
   /** Up to MAX_GROUP waiting requests, in order, skipping (for now) any whose key is already taken. */

@@ -10,6 +10,7 @@ import { commitChange } from "./commit.js";
 import type { EventSink } from "../domain/types.js";
 import { CLEAR_LOCKS, attemptsAfterDeath, reopenOrEscalate } from "./fragments.js";
 import type { LockEvent } from "../domain/types.js";
+import { ATTR, inSpan } from "../tracing/spans.js";
 
 /** Sweepers take turns per batch on this key, so two recovery processes never race for the same dead locks. */
 const SWEEP_LOCK_KEY = 0x6261746f; // "bato"
@@ -230,7 +231,28 @@ async function timeOutBusy(db: Db, batch: number): Promise<number> {
   }
 }
 
-export async function sweep(db: Db, events: EventSink, options: SweepOptions = {}): Promise<SweepCounts> {
+/**
+ * One sweep. With tracing on, it is a span ("recovery sweep", a trace of its
+ * own) with a child span per step (each step's batches are that step's
+ * statement spans) and the counts as attributes.
+ */
+export function sweep(db: Db, events: EventSink, options: SweepOptions = {}): Promise<SweepCounts> {
+  return inSpan("recovery sweep", async (span) => {
+    const counts = await sweepSteps(db, events, options);
+    span?.setAttributes({ "baton.timed_out_runs": counts.timedOutRuns, "baton.recovered_issues": counts.recoveredIssues, "baton.escalated_issues": counts.escalatedIssues });
+    return counts;
+  });
+}
+
+/** A sweep step's batches under one span ("recovery <step>"), with the rows they changed; returns them. */
+const step = (name: string, batches: () => Promise<number>) =>
+  inSpan(`recovery ${name}`, async (span) => {
+    const rows = await batches();
+    span?.setAttribute(ATTR.rows, rows);
+    return rows;
+  });
+
+async function sweepSteps(db: Db, events: EventSink, options: SweepOptions): Promise<SweepCounts> {
   const batch = options.batchSize ?? 1000;
   if (options.dryRun) {
     const { timedOutRuns, recoveredIssues, escalatedIssues } = await previewSweep(db, 0);
@@ -238,26 +260,39 @@ export async function sweep(db: Db, events: EventSink, options: SweepOptions = {
   }
   const stop = options.shouldStop ?? (() => false);
   const counts: SweepCounts = { timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0 };
-  for (;;) {
-    const { n } = await queryOne<{ n: number }>(db, named("TIME_OUT_EXPIRED_RUNS", timeOutExpiredRuns(batch)));
-    counts.timedOutRuns += n;
-    if (n < batch || stop()) break;
-  }
-  for (;;) {
-    const n = await timeOutBusy(db, batch);
-    counts.timedOutRuns += n;
-    if (n < batch || stop()) break;
-  }
-  for (const [name, step] of [["RECOVER_LOCKS_OF_DEAD_RUNS", recoverDeadLocks], ["ESCALATE_EXHAUSTED_OPEN", escalateExhausted]] as const) {
+  counts.timedOutRuns += await step("time out expired runs", async () => {
+    let rows = 0;
     for (;;) {
-      if (stop()) return counts;
-      const { n, events: appended } = await commitChange<{ n: number; events: LockEvent[] }>({ db, events }, named(name, step(batch)));
-      for (const e of appended) {
-        if (e.kind === "ESCALATED") counts.escalatedIssues++;
-        else counts.recoveredIssues++;
-      }
-      if (n < batch) break;
+      const { n } = await queryOne<{ n: number }>(db, named("TIME_OUT_EXPIRED_RUNS", timeOutExpiredRuns(batch)));
+      rows += n;
+      if (n < batch || stop()) return rows;
     }
+  });
+  counts.timedOutRuns += await step("time out busy expired runs", async () => {
+    let rows = 0;
+    for (;;) {
+      const n = await timeOutBusy(db, batch);
+      rows += n;
+      if (n < batch || stop()) return rows;
+    }
+  });
+  for (const [name, label, change] of [
+    ["RECOVER_LOCKS_OF_DEAD_RUNS", "recover locks of dead runs", recoverDeadLocks],
+    ["ESCALATE_EXHAUSTED_OPEN", "escalate exhausted open issues", escalateExhausted],
+  ] as const) {
+    if (stop()) return counts;
+    await step(label, async () => {
+      let rows = 0;
+      for (;;) {
+        const { n, events: appended } = await commitChange<{ n: number; events: LockEvent[] }>({ db, events }, named(name, change(batch)));
+        rows += n;
+        for (const e of appended) {
+          if (e.kind === "ESCALATED") counts.escalatedIssues++;
+          else counts.recoveredIssues++;
+        }
+        if (n < batch || stop()) return rows;
+      }
+    });
   }
   return counts;
 }

@@ -162,6 +162,33 @@ describe("recovery, with real processes", () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
+  it("--once applies retention as configured: expired ledger days and old unreferenced finished runs go, and it says so", async () => {
+    const co = await createCompany(h, 1);
+    const day = new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000 - 12 * 86_400_000);
+    const name = `lock_events_${day.toISOString().slice(0, 10).replaceAll("-", "")}`;
+    await h.sql(`CREATE TABLE ${name} (LIKE lock_events INCLUDING DEFAULTS)`);
+    await h.sql(`ALTER TABLE lock_events ATTACH PARTITION ${name} FOR VALUES FROM ('${day.toISOString()}') TO ('${new Date(day.getTime() + 86_400_000).toISOString()}')`);
+    await h.sql(`INSERT INTO lock_events (company_id, seq, issue_id, kind, status, at) VALUES ($1, 7, gen_random_uuid(), 'CLAIMED', 'CLAIMED', $2)`, [co.id, new Date(day.getTime() + 1000)]);
+    const [old] = await h.sql<{ id: string }>(
+      `INSERT INTO heartbeat_runs (company_id, agent_id, status, started_at, lease_expires_at, finished_at)
+       VALUES ($1, $2, 'FAILED', now() - interval '12 days', now() - interval '12 days', now() - interval '11 days') RETURNING id`,
+      [co.id, co.agents[0]!.id],
+    );
+    // The defaults (30 days) keep both.
+    const keeping = recovery(["--once"]);
+    expect(await keeping.exited).toBe(0);
+    expect(await h.sql("SELECT 1 FROM lock_event_partitions WHERE name = $1", [name])).toHaveLength(1);
+    const pruning = recovery(["--once"], { BATON_EVENT_RETENTION_DAYS: "10", BATON_RUN_RETENTION_DAYS: "10" });
+    expect(await pruning.exited).toBe(0);
+    expect(await h.sql("SELECT 1 FROM lock_event_partitions WHERE name = $1", [name])).toEqual([]);
+    expect(await h.sql("SELECT 1 FROM heartbeat_runs WHERE id = $1", [old!.id])).toEqual([]);
+    expect(parsed(pruning).find((e) => e.msg === "recovery retention")).toMatchObject({ droppedPartitions: [name], deletedRuns: 1 });
+    const refused = recovery(["--once"], { BATON_EVENT_RETENTION_DAYS: "-3" });
+    expect(await refused.exited).toBe(1);
+    expect(refused.lines.join("\n")).toMatch(/BATON_EVENT_RETENTION_DAYS/);
+    expect(refused.lines.join("\n")).not.toMatch(/\n\s+at /);
+  });
+
   it("--help prints its usage and exits 0; an unknown option is one line, exit 1, no stack", async () => {
     const help = recovery(["--help"]);
     expect(await help.exited).toBe(0);

@@ -358,6 +358,95 @@ it("concurrency keys: a Key column and field, a key changed from the panel, and 
   await page.getByRole("tab", { name: "Issues" }).click();
 });
 
+it("ledger retention: after a drop past which history was pruned, it reloads (not retrying the same afterSeq), says so, and stays live; the issue panel shows the pruned part", async () => {
+  const agent = co.agents[0]!;
+  const { createIssue: pruned } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "Claimed while pruned", assigneeAgentId: agent.id, priority: "LOW" } });
+  await expect.poll(() => cell("Claimed while pruned", 0).innerText(), { timeout: 5000 }).toBe("OPEN");
+  // Every subscription the page opens to the lock stream, with the afterSeq it asks for.
+  const liveAsks: string[] = [];
+  const onRequest = (request: import("playwright-core").Request) => {
+    const body = request.postData() ?? "";
+    if (body.includes("BoardLive")) liveAsks.push(String((JSON.parse(body) as { variables: { afterSeq: string } }).variables.afterSeq));
+  };
+  page.on("request", onRequest);
+  try {
+    proxy.paused = true;
+    proxy.cut();
+    await expect.poll(() => page.locator("#live").innerText()).toContain("Reconnecting");
+    // While the board is cut off, the issue is claimed and retention drops that event and all before it.
+    await agent.client.ok(Ops.ClaimIssueDocument, { runId, issueId: pruned.id });
+    await h.settled(co.id);
+    const through = (await h.ledgerSeqs(co.id)).at(-1)!;
+    await h.sql("DELETE FROM lock_events WHERE company_id = $1 AND seq <= $2", [co.id, through]);
+    await h.sql("INSERT INTO lock_events_pruned (company_id, through_seq) VALUES ($1, $2)", [co.id, through]);
+    const asked = liveAsks.length;
+    proxy.paused = false;
+
+    // The notice, the claim it could only learn by reading the issues again, and live again.
+    await expect.poll(() => page.locator("#notice").isVisible(), { timeout: 15_000 }).toBe(true);
+    expect(await page.locator("#notice-text").innerText()).toBe(`Events up to #${through} were pruned by retention before the board had read them; the board reloaded.`);
+    await expect.poll(() => cell("Claimed while pruned", 0).innerText(), { timeout: 15_000 }).toBe("CLAIMED");
+    await expect.poll(() => page.locator("#live").innerText(), { timeout: 15_000 }).toBe("Live");
+    // It asked once from its old place (refused), then from past the pruned history, and not again.
+    const after = liveAsks.slice(asked);
+    expect(after.filter((seq) => BigInt(seq) < BigInt(through))).toHaveLength(1);
+    expect(after.at(-1)).toBe(through);
+
+    // Still live: a change after the pruning arrives as it commits, on the same subscription.
+    const opened = liveAsks.length;
+    const { acquireExecution } = await agent.client.ok(Ops.AcquireExecutionDocument, { runId, issueId: pruned.id });
+    expect(acquireExecution.__typename).toBe("ExecutionAcquired");
+    await expect.poll(() => cell("Claimed while pruned", 0).innerText(), { timeout: 5000 }).toBe("IN_PROGRESS");
+    expect(liveAsks.length).toBe(opened);
+  } finally {
+    page.off("request", onRequest);
+  }
+
+  // The issue's panel: the pruned part said as such, then what is kept; no error.
+  await row("Claimed while pruned").getByRole("button").click();
+  const dialog = page.getByRole("dialog");
+  await expect.poll(() => dialog.locator("#detail-history li").count(), { timeout: 5000 }).toBe(2);
+  expect(await dialog.locator("#detail-history li").first().innerText()).toMatch(/^Events up to #\d+ were pruned by retention: any earlier events of this issue are no longer kept\.$/);
+  expect(await dialog.locator("#detail-history li").nth(1).innerText()).toContain("EXECUTION_ACQUIRED → IN_PROGRESS");
+  expect(await dialog.locator("#action-answer").innerText()).toBe("");
+  await dialog.getByRole("button", { name: "Close" }).click();
+  // An issue younger than anything pruned has its whole history: no such line.
+  const { createIssue: young } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "Born after the pruning", assigneeAgentId: agent.id, priority: "LOW" } });
+  await agent.client.ok(Ops.ClaimIssueDocument, { runId, issueId: young.id });
+  await expect.poll(() => cell("Born after the pruning", 0).innerText(), { timeout: 5000 }).toBe("CLAIMED");
+  await row("Born after the pruning").getByRole("button").click();
+  await expect.poll(() => dialog.locator("#detail-history").innerText(), { timeout: 5000 }).toContain("CLAIMED → CLAIMED");
+  expect(await dialog.locator("#detail-history li.pruned").count()).toBe(0);
+  await dialog.getByRole("button", { name: "Close" }).click();
+});
+
+it("ledger retention: a company whose every event was pruned loads, goes live with no notice, and shows changes as they commit", async () => {
+  const quiet = await createCompany(h, 1);
+  const agent = quiet.agents[0]!;
+  const { createIssue } = await quiet.board.ok(Ops.CreateIssueDocument, { input: { title: "Quiet one", assigneeAgentId: agent.id, priority: "LOW" } });
+  const quietRun = (await agent.client.ok(Ops.StartRunDocument)).startRun.id;
+  await agent.client.ok(Ops.ClaimIssueDocument, { runId: quietRun, issueId: createIssue.id });
+  await h.settled(quiet.id);
+  const through = (await h.ledgerSeqs(quiet.id)).at(-1)!;
+  await h.sql("DELETE FROM lock_events WHERE company_id = $1", [quiet.id]);
+  await h.sql("INSERT INTO lock_events_pruned (company_id, through_seq) VALUES ($1, $2)", [quiet.id, through]);
+  const other = await browser.newPage();
+  try {
+    await other.goto(`${origin}/board`);
+    await other.getByLabel("Board key").fill(quiet.board.token!);
+    await other.getByRole("button", { name: "Sign in" }).click();
+    await other.locator("#board[data-loaded='1']").waitFor();
+    await expect.poll(() => other.locator("#live").innerText(), { timeout: 15_000 }).toBe("Live");
+    await agent.client.ok(Ops.AcquireExecutionDocument, { runId: quietRun, issueId: createIssue.id });
+    const quietCell = other.locator("#issues-body tr", { has: other.getByRole("button", { name: "Quiet one", exact: true }) }).locator("td").nth(0);
+    await expect.poll(() => quietCell.innerText(), { timeout: 5000 }).toBe("IN_PROGRESS");
+    expect(await other.locator("#notice").isVisible()).toBe(false);
+    expect(await other.locator("#live").innerText()).toBe("Live");
+  } finally {
+    await other.close();
+  }
+});
+
 it("made no request outside the API's origin", () => {
   expect(external).toEqual([]);
 });

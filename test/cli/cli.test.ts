@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sweep } from "../../src/locks/sweep.js";
-import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import { claimingAgent, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
 import { eventually } from "../helpers/race.js";
 
@@ -303,5 +303,59 @@ describe("baton work -- COMMAND", () => {
     expect(new Set(lines.map((l) => l.seq)).size).toBe(lines.length);
     tail.child.kill("SIGTERM");
     expect(await tail.exited).toBe(0);
+  });
+});
+
+describe("ledger retention: history that was pruned", () => {
+  /** Retention's work for a company: events through `throughSeq` dropped, and the mark readers are refused by. */
+  async function prune(companyId: string, throughSeq: string): Promise<void> {
+    await h.sql("DELETE FROM lock_events WHERE company_id = $1 AND seq <= $2", [companyId, throughSeq]);
+    await h.sql(
+      "INSERT INTO lock_events_pruned (company_id, through_seq) VALUES ($1, $2) ON CONFLICT (company_id) DO UPDATE SET through_seq = excluded.through_seq, pruned_at = now()",
+      [companyId, throughSeq],
+    );
+  }
+  const seqsOf = (out: string) => out.trim().split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { seq: string }).seq);
+
+  it("events --after-seq S in pruned history: one line naming the --after-seq that continues, exit 5; without --after-seq it starts at the oldest kept", async () => {
+    const { co, claim } = await claimingAgent(h, 4);
+    await claim(4);
+    await h.settled(co.id);
+    const seqs = await h.ledgerSeqs(co.id);
+    await prune(co.id, seqs[1]!);
+    const board = co.board.token!;
+    const line = new RegExp(
+      `^baton: EVENTS_PRUNED: history up to seq ${seqs[1]} was pruned by retention, so the events after seq ${seqs[0]} are no longer all kept; ` +
+        `to continue with what is kept, run again with --after-seq ${seqs[1]} \\(the oldest event kept is ${seqs[2]}\\)$`,
+    );
+    const ran = [baton(["events", "--after-seq", seqs[0]!], board), baton(["events", "--after-seq", seqs[0]!, "--follow", "--json"], board)];
+    for (const run of ran) {
+      expect(await run.exited).toBe(5);
+      expect(run.stderr().trim().split("\n")).toEqual([expect.stringMatching(line)]);
+      expect(run.stdout()).toBe("");
+    }
+    expect(seqsOf(await ok(["events", "--after-seq", seqs[1]!, "--json"], board))).toEqual(seqs.slice(2));
+    expect(seqsOf(await ok(["events", "--json"], board))).toEqual(seqs.slice(2));
+    expect(await ok(["--help"], null)).toMatch(/5 the ledger history asked for was pruned by retention/);
+  });
+
+  it("events --follow: with nothing kept it follows from where the kept history begins; a stream whose place is then pruned says so and exits 5", async () => {
+    const { co, claim } = await claimingAgent(h, 3);
+    await claim(1);
+    await h.settled(co.id);
+    await prune(co.id, (await h.ledgerSeqs(co.id)).at(-1)!); // every event pruned
+    const tail = baton(["events", "--follow", "--json"], co.board.token);
+    await claim(1);
+    await eventually(() => (seqsOf(tail.stdout()).length === 1 ? true : undefined), "the new claim to be printed", 20_000);
+    expect(seqsOf(tail.stdout())).toEqual(await h.ledgerSeqs(co.id));
+    expect(tail.stderr()).toBe("");
+    // Retention passes the tail's place (as if it had stood still for the whole window); the next event ends it.
+    const through = (BigInt(seqsOf(tail.stdout())[0]!) + 1n).toString();
+    await h.sql("UPDATE lock_events_pruned SET through_seq = $2 WHERE company_id = $1", [co.id, through]);
+    await claim(1);
+    expect(await tail.exited).toBe(5);
+    expect(tail.stderr().trim().split("\n")).toEqual([expect.stringMatching(new RegExp(`^baton: EVENTS_PRUNED: history up to seq ${through} was pruned by retention, .* run again with --after-seq ${through} \\(`))]);
+    expect(tail.stderr()).not.toMatch(/\n\s+at /);
+    expect(seqsOf(tail.stdout())).toHaveLength(1); // the event after the gap is not printed as if it followed on
   });
 });

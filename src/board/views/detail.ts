@@ -4,22 +4,27 @@
 // confirmed first and its answer, a Problem included, is shown as the server
 // gave it.
 import type { Api } from "../api.js";
-import { ApiError } from "../api.js";
+import { ApiError, prunedThrough } from "../api.js";
 import { byId, fill, h, shortId, span } from "../dom.js";
-import { BoardForceReleaseDocument, BoardHistoryDocument, BoardIssueDetailDocument, BoardUpdateIssueDocument } from "../generated/graphql.js";
+import { BoardForceReleaseDocument, BoardHistoryDocument, BoardIssueDetailDocument, BoardOldestEventDocument, BoardUpdateIssueDocument } from "../generated/graphql.js";
 import type { UpdateIssueInput } from "../generated/graphql.js";
 import { health } from "../store.js";
 import type { Issue, LockEvent, Store } from "../store.js";
 import { eventLine } from "./events.js";
 
 type Answer = { __typename: string; message?: string; issue?: Issue };
+/**
+ * A line of the history: an event, or where retention pruned the ledger (events up to
+ * that seq are gone; `shown` unless the issue is younger than everything pruned).
+ */
+type HistoryLine = LockEvent | { prunedThrough: string; shown: boolean };
 
 export class DetailView {
   private readonly dialog = byId<HTMLDialogElement>("detail");
   private issueId: string | null = null;
   /** Counts openings: a read begun for an earlier opening (even of the same issue) is dropped. */
   private opening = 0;
-  private history: LockEvent[] = [];
+  private history: HistoryLine[] = [];
   /** History reads run one after another, so two never append the same events. */
   private reading: Promise<void> = Promise.resolve();
   /** The issue and maxAttempts the raise field was last set for: typing in it is never overwritten. */
@@ -126,8 +131,21 @@ export class DetailView {
     this.reading = this.reading.then(async () => {
       for (;;) {
         if (!id || this.opening !== opening) return;
-        const last = this.history.at(-1)?.seq ?? null;
-        const { lockEvents } = await this.api.request(BoardHistoryDocument, { companyId: this.companyId, issueId: id, afterSeq: last });
+        // From "0", not the oldest event kept: EVENTS_PRUNED then says whether retention took some of it.
+        const line = this.history.at(-1);
+        const last = line === undefined ? "0" : "prunedThrough" in line ? line.prunedThrough : line.seq;
+        let lockEvents: LockEvent[];
+        try {
+          ({ lockEvents } = await this.api.request(BoardHistoryDocument, { companyId: this.companyId, issueId: id, afterSeq: last }));
+        } catch (err) {
+          // EVENTS_PRUNED: the history goes on after the pruned part, with a line that says so.
+          const through = prunedThrough(err);
+          if (through === null || BigInt(through) <= BigInt(last)) throw err;
+          const shown = line !== undefined || (await this.olderThanKept(id, through));
+          if (this.opening !== opening) return;
+          this.history.push({ prunedThrough: through, shown });
+          continue;
+        }
         if (this.opening !== opening) return;
         this.history.push(...lockEvents);
         if (lockEvents.length < 1000) break;
@@ -135,6 +153,17 @@ export class DetailView {
       this.render();
     }).catch(() => this.say("could not read the issue's history"));
     return this.reading;
+  }
+
+  /**
+   * Whether retention may have taken some of this issue's history: the issue is older
+   * than the oldest event kept (an issue's events all come after it was created).
+   */
+  private async olderThanKept(issueId: string, through: string): Promise<boolean> {
+    const issue = this.store.issues.get(issueId);
+    const { lockEvents } = await this.api.request(BoardOldestEventDocument, { companyId: this.companyId, afterSeq: through });
+    const oldest = lockEvents[0];
+    return !issue || !oldest || Date.parse(issue.createdAt) < Date.parse(oldest.at);
   }
 
   /** A live event: the open issue's history gains it. */
@@ -177,6 +206,15 @@ export class DetailView {
       this.keySetFor = keyNow;
       key.value = issue.concurrencyKey ?? "";
     }
-    fill(byId("detail-history"), ...this.history.map((e) => eventLine(this.store, e)));
+    fill(
+      byId("detail-history"),
+      ...this.history.map((e) =>
+        "prunedThrough" in e
+          ? e.shown
+            ? h("li", { class: "event pruned", "data-pruned-through": e.prunedThrough }, `Events up to #${e.prunedThrough} were pruned by retention: any earlier events of this issue are no longer kept.`)
+            : null
+          : eventLine(this.store, e),
+      ),
+    );
   }
 }

@@ -64,7 +64,7 @@ export class EventsView {
     try {
       const { lockEvents } = await this.api.request(BoardTailDocument, { companyId: this.companyId, beforeSeq, agentId: this.agent || null });
       for (const e of lockEvents) this.read.set(e.seq, e);
-      setText(byId("events-status"), lockEvents.length < 200 ? "That is the whole ledger for this filter." : "");
+      setText(byId("events-status"), lockEvents.length < 200 ? "That is all the ledger keeps for this filter." : "");
     } catch (err) {
       setText(byId("events-status"), err instanceof ApiError ? `Could not read older events: ${err.message}` : "Could not read older events.");
     }
