@@ -1,0 +1,83 @@
+// The answers the model gives: the members of the contract's result unions
+// (schema.graphql, src/locks/types.ts), with `__typename` and the fields that
+// say what happened. Messages are left out. Errors the API throws (FORBIDDEN,
+// BAD_USER_INPUT) are answers here too, with nothing changed.
+import type { Issue, IssueStatus, Run, RunStatus } from "./state.js";
+
+export interface IssueClaimed { __typename: "IssueClaimed"; issue: Issue; runId: string; alreadyHeld: boolean; adopted: boolean }
+export interface IssuesClaimed { __typename: "IssuesClaimed"; issues: Issue[]; runId: string }
+export interface NoIssueAvailable { __typename: "NoIssueAvailable" }
+export interface CheckoutConflict {
+  __typename: "CheckoutConflict";
+  issueId: string;
+  status: IssueStatus;
+  ownerAgentId: string | null;
+  ownerRunId: string | null;
+  executionRunId: string | null;
+  holderRunIsLive: boolean;
+}
+export interface ExecutionConflict { __typename: "ExecutionConflict"; issueId: string; ownerAgentId: string | null; ownerRunId: string | null }
+export interface UnexpectedStatus { __typename: "UnexpectedStatus"; issueId: string; status: IssueStatus; expectedStatuses: IssueStatus[] }
+export interface AttemptsExhausted { __typename: "AttemptsExhausted"; issueId: string; attemptCount: number; maxAttempts: number }
+export interface ConcurrencyLimitReached { __typename: "ConcurrencyLimitReached"; key: string; maxActive: number }
+export interface NotCheckedOut { __typename: "NotCheckedOut"; issueId: string }
+export interface NotLockOwner { __typename: "NotLockOwner"; issueId: string; ownerRunId: string | null }
+export interface RunNotActive { __typename: "RunNotActive"; runId: string; status: RunStatus | null }
+export interface IssueNotFound { __typename: "IssueNotFound"; issueId: string }
+export interface InvalidTransition { __typename: "InvalidTransition"; issueId: string; from: IssueStatus; to: IssueStatus }
+export interface ExecutionAcquired { __typename: "ExecutionAcquired"; issue: Issue; alreadyHeld: boolean }
+export interface IssueReleased { __typename: "IssueReleased"; issue: Issue }
+export interface IssuesReleased { __typename: "IssuesReleased"; issues: Issue[]; refused: (NotLockOwner | InvalidTransition | IssueNotFound)[] }
+export interface IssueUpdated { __typename: "IssueUpdated"; issue: Issue }
+export interface RunUpdated { __typename: "RunUpdated"; run: Run }
+/** startRun's answer (the GraphQL HeartbeatRun). */
+export interface RunStarted { __typename: "HeartbeatRun"; run: Run }
+export interface HeartbeatTick { __typename: "HeartbeatTick"; runs: Run[]; claims: IssueClaimed[] }
+/** One recovery sweep's counts (SweepCounts in src/locks/sweep.ts). */
+export interface SweepCounts { __typename: "SweepCounts"; timedOutRuns: number; recoveredIssues: number; escalatedIssues: number }
+/** The model's clock moved (no API verb: time passing). */
+export interface Ticked { __typename: "Ticked"; clock: number }
+/** A GraphQL error: nothing changed. */
+export interface ErrorAnswer { __typename: "Error"; code: "FORBIDDEN" | "BAD_USER_INPUT"; message: string }
+
+export type ClaimIssueResult =
+  | IssueClaimed
+  | NoIssueAvailable
+  | CheckoutConflict
+  | UnexpectedStatus
+  | AttemptsExhausted
+  | ConcurrencyLimitReached
+  | RunNotActive
+  | IssueNotFound
+  | ErrorAnswer;
+export type ClaimIssuesResult = IssuesClaimed | NoIssueAvailable | RunNotActive | ErrorAnswer;
+export type AcquireExecutionResult = ExecutionAcquired | ExecutionConflict | NotCheckedOut | AttemptsExhausted | RunNotActive | IssueNotFound | ErrorAnswer;
+export type ReleaseIssueResult = IssueReleased | NotLockOwner | InvalidTransition | RunNotActive | IssueNotFound | ErrorAnswer;
+export type ReleaseIssuesResult = IssuesReleased | RunNotActive | ErrorAnswer;
+export type ForceReleaseResult = IssueReleased | IssueNotFound | ErrorAnswer;
+export type UpdateIssueResult = IssueUpdated | InvalidTransition | IssueNotFound | ErrorAnswer;
+export type RunResult = RunUpdated | RunNotActive | ErrorAnswer;
+
+export type Answer =
+  | ClaimIssueResult
+  | ClaimIssuesResult
+  | AcquireExecutionResult
+  | ReleaseIssueResult
+  | ReleaseIssuesResult
+  | ForceReleaseResult
+  | UpdateIssueResult
+  | RunResult
+  | RunStarted
+  | HeartbeatTick
+  | SweepCounts
+  | Ticked;
+
+export const issueNotFound = (issueId: string): IssueNotFound => ({ __typename: "IssueNotFound", issueId });
+export const forbidden = (message: string): ErrorAnswer => ({ __typename: "Error", code: "FORBIDDEN", message });
+export const badInput = (message: string): ErrorAnswer => ({ __typename: "Error", code: "BAD_USER_INPUT", message });
+/** runNotActive (src/locks/types.ts): a RUNNING run that is not live has an expired lease, and is reported TIMED_OUT. */
+export const runNotActive = (runId: string, status: RunStatus | null): RunNotActive => ({
+  __typename: "RunNotActive",
+  runId,
+  status: status === "RUNNING" ? "TIMED_OUT" : status,
+});

@@ -1,0 +1,239 @@
+// The checkout: claimIssue without an issue id (CLAIM_NEXT_FOR_EACH), with
+// one (CHECKOUT_IF_EXPECTED, the 11 checks of docs/lifecycle.md), and the
+// batch claimIssues (CLAIM_NEXT_SKIP_LOCKED), with or without the execution
+// lock. docs/lifecycle.md, "What can be claimed" and "Claim order".
+import type { ClaimIssueResult, ClaimIssuesResult } from "./answers.js";
+import { badInput, issueNotFound } from "./answers.js";
+import { refuseRun } from "./runs.js";
+import {
+  attemptsAfterDeath,
+  clearLocks,
+  eventFor,
+  inStatementOrder,
+  isActive,
+  isClaimable,
+  isExpired,
+  isLive,
+  keyRoom,
+} from "./rules.js";
+import type { Event, Issue, IssueStatus, State, Step } from "./state.js";
+import { findIssue, findRun, priorityRank, withIssue, withRun } from "./state.js";
+
+/** CLAIMABLE_STATUSES (checkoutIfExpected.ts): a checkout starts only from these, whatever expectedStatuses lists (decision 1). */
+export const CLAIMABLE_STATUSES: readonly IssueStatus[] = ["OPEN", "CLAIMED", "IN_PROGRESS"];
+
+/**
+ * The issues a claim without an issue id may take, in claim order: OPEN with
+ * an attempt left (isClaimable), assigned to the agent or, with
+ * includeUnassigned, unassigned; by priority, then the agent's own before
+ * unassigned ones, then age, then id. (Keys' fair turns are not modelled:
+ * see state.ts.) Key room is applied by takeInClaimOrder.
+ */
+export function claimCandidates(state: State, agentId: string, includeUnassigned: boolean): Issue[] {
+  return state.issues
+    .filter((i) => isClaimable(i) && (i.assigneeAgentId === agentId || (includeUnassigned && i.assigneeAgentId === null)))
+    .sort(
+      (a, b) =>
+        priorityRank(a.priority) - priorityRank(b.priority) ||
+        Number(a.assigneeAgentId === null) - Number(b.assigneeAgentId === null) ||
+        a.createdAt - b.createdAt ||
+        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+    );
+}
+
+/** The first `limit` candidates in claim order, never more of a key's issues than its room: what `limit` claims one after another would take. */
+export function takeInClaimOrder(state: State, agentId: string, includeUnassigned: boolean, limit: number): Issue[] {
+  const taken: Issue[] = [];
+  const room = new Map<string, number>();
+  for (const issue of claimCandidates(state, agentId, includeUnassigned)) {
+    if (taken.length >= limit) break;
+    const key = issue.concurrencyKey;
+    if (key !== null) {
+      const left = room.has(key) ? room.get(key)! : keyRoom(state, key);
+      if (left !== null && left <= 0) continue;
+      if (left !== null) room.set(key, left - 1);
+    }
+    taken.push(issue);
+  }
+  return taken;
+}
+
+/** The checkout taken: CLAIMED by the run, lockEpoch + 1, one CLAIMED event. */
+function checkout(state: State, issue: Issue, runId: string, agentId: string): { state: State; issue: Issue; events: Event[] } {
+  const after: Issue = { ...issue, status: "CLAIMED", checkoutRunId: runId, executionRunId: null, lockEpoch: issue.lockEpoch + 1 };
+  return { state: withIssue(state, after), issue: after, events: [eventFor(after, "CLAIMED", runId, agentId, null)] };
+}
+
+/**
+ * claimIssue(runId, includeUnassigned) — CLAIM_NEXT_FOR_EACH: the run's checks
+ * (refuseRun), then the first issue in claim order in a key with room, or
+ * NoIssueAvailable.
+ */
+export function claimNext(state: State, args: { agentId: string; runId: string; includeUnassigned?: boolean }): Step<ClaimIssueResult> {
+  const refused = refuseRun(state, args.agentId, args.runId);
+  if (refused) return { answer: refused, state, events: [] };
+  const [next] = takeInClaimOrder(state, args.agentId, args.includeUnassigned ?? false, 1);
+  if (!next) return { answer: { __typename: "NoIssueAvailable" }, state, events: [] };
+  const claimed = checkout(state, next, args.runId, args.agentId);
+  return {
+    answer: { __typename: "IssueClaimed", issue: claimed.issue, runId: args.runId, alreadyHeld: false, adopted: false },
+    state: claimed.state,
+    events: claimed.events,
+  };
+}
+
+/**
+ * claimIssue(runId, issueId, expectedStatuses) — CHECKOUT_IF_EXPECTED, in the
+ * order of docs/lifecycle.md:
+ *   1. the run (refuseRun);  2. IssueNotFound;  3. already held by this run:
+ *   alreadyHeld;  4. not active and its key full: ConcurrencyLimitReached;
+ *   5. status not in expectedStatuses (default [OPEN]) or not one of
+ *   CLAIMABLE_STATUSES: UnexpectedStatus;  6. held by a live run:
+ *   CheckoutConflict (live);  7. assigned to another agent: CheckoutConflict
+ *   (not live, owner = assignee);  8. held by a dead run and adopting leaves
+ *   no attempt: ESCALATED, AttemptsExhausted;  9. no attempt left:
+ *   AttemptsExhausted;  10. held by a dead run: adopted;  11. OPEN: claimed.
+ * A holder still RUNNING whose lease has run out is written TIMED_OUT first
+ * (decision 3). The SQL does that whatever the verdict, once the caller's run
+ * may act and the issue exists (the `expired` CTE always runs): so does the model.
+ */
+export function checkoutIfExpected(
+  state0: State,
+  args: { agentId: string; runId: string; issueId: string; expectedStatuses?: readonly IssueStatus[] | null },
+): Step<ClaimIssueResult> {
+  const refused = refuseRun(state0, args.agentId, args.runId);
+  if (refused) return { answer: refused, state: state0, events: [] };
+  const cur = findIssue(state0, args.issueId);
+  if (!cur) return { answer: issueNotFound(args.issueId), state: state0, events: [] };
+  let state = state0;
+  const holderBefore = findRun(state0, cur.checkoutRunId);
+  if (cur.checkoutRunId !== null && cur.checkoutRunId !== args.runId && holderBefore && isExpired(holderBefore, state0.clock)) {
+    state = withRun(state0, { ...holderBefore, status: "TIMED_OUT", finishedAt: state0.clock });
+  }
+  const unchanged = (answer: ClaimIssueResult): Step<ClaimIssueResult> => ({ answer, state, events: [] });
+  const holder = findRun(state, cur.checkoutRunId);
+  // decision 2: a holder the statement cannot see (here: missing) is treated as live
+  const holderLive = cur.checkoutRunId !== null && (!holder || isLive(holder, state.clock));
+  const expected = [...(args.expectedStatuses ?? ["OPEN"])];
+
+  // 3.
+  if (cur.checkoutRunId === args.runId) {
+    return unchanged({ __typename: "IssueClaimed", issue: cur, runId: args.runId, alreadyHeld: true, adopted: false });
+  }
+  // 4.
+  const room = keyRoom(state, cur.concurrencyKey);
+  if (!isActive(cur.status) && room !== null && room <= 0) {
+    return unchanged({ __typename: "ConcurrencyLimitReached", key: cur.concurrencyKey!, maxActive: state.limits[cur.concurrencyKey!]! });
+  }
+  // 5.
+  if (!(expected.includes(cur.status) && CLAIMABLE_STATUSES.includes(cur.status))) {
+    return unchanged({ __typename: "UnexpectedStatus", issueId: cur.id, status: cur.status, expectedStatuses: expected });
+  }
+  // 6.
+  if (holderLive) {
+    return unchanged({
+      __typename: "CheckoutConflict",
+      issueId: cur.id,
+      status: cur.status,
+      ownerAgentId: holder?.agentId ?? null,
+      ownerRunId: cur.checkoutRunId,
+      executionRunId: cur.executionRunId,
+      holderRunIsLive: true,
+    });
+  }
+  // 7.
+  if (cur.assigneeAgentId !== null && cur.assigneeAgentId !== args.agentId) {
+    return unchanged({
+      __typename: "CheckoutConflict",
+      issueId: cur.id,
+      status: cur.status,
+      ownerAgentId: cur.assigneeAgentId,
+      ownerRunId: cur.checkoutRunId,
+      executionRunId: cur.executionRunId,
+      holderRunIsLive: false,
+    });
+  }
+  // 8.
+  if (cur.checkoutRunId !== null && attemptsAfterDeath(cur) >= cur.maxAttempts) {
+    const after: Issue = { ...clearLocks(cur), status: "ESCALATED", attemptCount: attemptsAfterDeath(cur) };
+    return {
+      answer: { __typename: "AttemptsExhausted", issueId: cur.id, attemptCount: after.attemptCount, maxAttempts: after.maxAttempts },
+      state: withIssue(state, after),
+      events: [eventFor(after, "ESCALATED", args.runId, args.agentId, "HOLDER_DEAD")],
+    };
+  }
+  // 9.
+  if (cur.attemptCount >= cur.maxAttempts) {
+    return unchanged({ __typename: "AttemptsExhausted", issueId: cur.id, attemptCount: cur.attemptCount, maxAttempts: cur.maxAttempts });
+  }
+  // 10.
+  if (cur.checkoutRunId !== null) {
+    const after: Issue = {
+      ...cur,
+      status: "CLAIMED",
+      checkoutRunId: args.runId,
+      executionRunId: null,
+      attemptCount: attemptsAfterDeath(cur),
+      lockEpoch: cur.lockEpoch + 1,
+    };
+    return {
+      answer: { __typename: "IssueClaimed", issue: after, runId: args.runId, alreadyHeld: false, adopted: true },
+      state: withIssue(state, after),
+      events: [eventFor(after, "ADOPTED", args.runId, args.agentId, "HOLDER_DEAD")],
+    };
+  }
+  // 11.
+  if (cur.status === "OPEN") {
+    const claimed = checkout(state, cur, args.runId, args.agentId);
+    return {
+      answer: { __typename: "IssueClaimed", issue: claimed.issue, runId: args.runId, alreadyHeld: false, adopted: false },
+      state: claimed.state,
+      events: claimed.events,
+    };
+  }
+  return unchanged({ __typename: "UnexpectedStatus", issueId: cur.id, status: cur.status, expectedStatuses: expected });
+}
+
+/** claimIssue: with an issue id, checkoutIfExpected; without, claimNext. */
+export function claimIssue(
+  state: State,
+  args: { agentId: string; runId: string; issueId?: string | null; expectedStatuses?: readonly IssueStatus[] | null; includeUnassigned?: boolean },
+): Step<ClaimIssueResult> {
+  if (args.issueId) return checkoutIfExpected(state, { ...args, issueId: args.issueId });
+  return claimNext(state, args);
+}
+
+/**
+ * claimIssues(runId, limit, includeUnassigned, acquireExecution) —
+ * CLAIM_NEXT_SKIP_LOCKED: limit 1–1000 (BAD_USER_INPUT otherwise), the run's
+ * checks, then the issues `limit` claims one after another would take. With
+ * acquireExecution each also enters IN_PROGRESS with its attempt counted,
+ * recorded as CLAIMED then EXECUTION_ACQUIRED (claimable issues always have
+ * an attempt left). Events in statement order (issue id, then kind).
+ */
+export function claimIssues(
+  state: State,
+  args: { agentId: string; runId: string; limit: number; includeUnassigned?: boolean; acquireExecution?: boolean },
+): Step<ClaimIssuesResult> {
+  if (!Number.isInteger(args.limit) || args.limit < 1 || args.limit > 1000) return { answer: badInput("limit must be between 1 and 1000"), state, events: [] };
+  const refused = refuseRun(state, args.agentId, args.runId);
+  if (refused) return { answer: refused, state, events: [] };
+  const next = takeInClaimOrder(state, args.agentId, args.includeUnassigned ?? false, args.limit);
+  if (next.length === 0) return { answer: { __typename: "NoIssueAvailable" }, state, events: [] };
+  let after = state;
+  const issues: Issue[] = [];
+  const events: Event[] = [];
+  for (const issue of next) {
+    const claimed = checkout(after, issue, args.runId, args.agentId);
+    events.push(...claimed.events);
+    let held = claimed.issue;
+    if (args.acquireExecution) {
+      held = { ...held, status: "IN_PROGRESS", executionRunId: args.runId, attemptCount: held.attemptCount + 1 };
+      events.push(eventFor(held, "EXECUTION_ACQUIRED", args.runId, args.agentId, null));
+    }
+    after = withIssue(claimed.state, held);
+    issues.push(held);
+  }
+  return { answer: { __typename: "IssuesClaimed", issues, runId: args.runId }, state: after, events: inStatementOrder(events) };
+}
+

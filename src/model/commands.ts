@@ -1,0 +1,88 @@
+// Every verb as data: a Command names a verb and its arguments, and `apply`
+// runs it. The exploration (explore.ts) and, later, conformance tests drive
+// the model through commands.
+import type { Answer } from "./answers.js";
+import type { UpdateIssueInput } from "./board.js";
+import { forceReleaseIssue, updateIssue } from "./board.js";
+import { claimIssue, claimIssues } from "./claims.js";
+import { acquireExecution } from "./execution.js";
+import { sweep, tick } from "./recovery.js";
+import { releaseIssue, releaseIssues } from "./release.js";
+import { finishRun, heartbeatRun, startRun } from "./runs.js";
+import { runHeartbeat } from "./scheduler.js";
+import type { IssueStatus, ReleaseOutcome, RunStatus, State, Step } from "./state.js";
+
+export type Command =
+  // agents (each names the acting agent)
+  | { verb: "startRun"; agentId: string }
+  | { verb: "heartbeatRun"; agentId: string; runId: string }
+  | { verb: "finishRun"; agentId: string; runId: string; status: RunStatus }
+  | { verb: "claimIssue"; agentId: string; runId: string; issueId?: string; expectedStatuses?: IssueStatus[]; includeUnassigned?: boolean }
+  | { verb: "claimIssues"; agentId: string; runId: string; limit: number; includeUnassigned?: boolean; acquireExecution?: boolean }
+  | { verb: "acquireExecution"; agentId: string; runId: string; issueId: string }
+  | { verb: "releaseIssue"; agentId: string; runId: string; issueId: string; outcome: ReleaseOutcome; reason?: string }
+  | { verb: "releaseIssues"; agentId: string; runId: string; issueIds: string[]; outcome: ReleaseOutcome; reason?: string }
+  // the board
+  | { verb: "forceReleaseIssue"; issueId: string; reason: string }
+  | { verb: "updateIssue"; issueId: string; input: UpdateIssueInput }
+  | { verb: "runHeartbeat" }
+  // time and the recovery loop
+  | { verb: "tick"; by?: number }
+  | { verb: "sweep" };
+
+export type Verb = Command["verb"];
+
+export const VERBS: readonly Verb[] = [
+  "startRun",
+  "heartbeatRun",
+  "finishRun",
+  "claimIssue",
+  "claimIssues",
+  "acquireExecution",
+  "releaseIssue",
+  "releaseIssues",
+  "forceReleaseIssue",
+  "updateIssue",
+  "runHeartbeat",
+  "tick",
+  "sweep",
+];
+
+/** Runs one command: the answer, the next state, and the events written. */
+export function apply(state: State, c: Command): Step<Answer> {
+  switch (c.verb) {
+    case "startRun":
+      return startRun(state, c);
+    case "heartbeatRun":
+      return heartbeatRun(state, c);
+    case "finishRun":
+      return finishRun(state, c);
+    case "claimIssue":
+      return claimIssue(state, c);
+    case "claimIssues":
+      return claimIssues(state, c);
+    case "acquireExecution":
+      return acquireExecution(state, c);
+    case "releaseIssue":
+      return releaseIssue(state, c);
+    case "releaseIssues":
+      return releaseIssues(state, c);
+    case "forceReleaseIssue":
+      return forceReleaseIssue(state, c);
+    case "updateIssue":
+      return updateIssue(state, c);
+    case "runHeartbeat":
+      return runHeartbeat(state);
+    case "tick":
+      return tick(state, c);
+    case "sweep":
+      return sweep(state);
+  }
+}
+
+/** A command as one line, for traces: `releaseIssue(A, r1, i1, FAILED)`. */
+export function describe(c: Command): string {
+  const { verb, ...args } = c;
+  const parts = Object.values(args).map((v) => (Array.isArray(v) ? `[${v.join(",")}]` : typeof v === "object" && v !== null ? JSON.stringify(v) : String(v)));
+  return `${verb}(${parts.join(", ")})`;
+}

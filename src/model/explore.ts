@@ -1,0 +1,287 @@
+// Exhaustive exploration of the model: breadth first from one or more initial
+// states, over every command of an alphabet, each reachable state once (by a
+// canonical key), checking every state invariant in every reachable state and
+// every transition invariant on every transition. Pure and synchronous: a
+// test (test/model/explore.test.ts) or a script can run it.
+import type { Answer } from "./answers.js";
+import type { UpdateIssueInput } from "./board.js";
+import type { Command } from "./commands.js";
+import { apply, describe } from "./commands.js";
+import type { StateInvariant, TransitionInvariant } from "./invariants.js";
+import { REACHABLE_STATE_CHECKS, TRANSITION_INVARIANTS, checkInitial } from "./invariants.js";
+import { ISSUE_STATUSES } from "../domain/types.js";
+import { isLive } from "./rules.js";
+import type { IssueStatus, ReleaseOutcome, Run, RunStatus, State, Step } from "./state.js";
+
+/**
+ * A run that matters from here on: live, or holding a lock. Any other run is
+ * dead for ever (no status leads back to RUNNING) and holds nothing, so it can
+ * neither act nor be recovered: all it can still do is answer RunNotActive.
+ */
+export const runMatters = (s: State, run: Run): boolean =>
+  isLive(run, s.clock) || s.issues.some((i) => i.checkoutRunId === run.id || i.executionRunId === run.id);
+
+/**
+ * The key two states share when the model cannot tell them apart from here
+ * on, up to the names of runs: what every verb reads.
+ *  - The clock is absolute: a RUNNING run's lease is kept as the time it has left.
+ *  - lockEpoch only grows and no verb reads it (its rule is checked on every
+ *    transition, which needs only the difference).
+ *  - Runs that no longer matter (runMatters) are left out, and the others
+ *    are named by what they are (agent, status, lease left, what they hold),
+ *    not by when they were started: two states that differ only in run ids
+ *    are one state.
+ * Without these the reachable set would be infinite.
+ */
+export function canonicalKey(s: State): string {
+  const sigs: { id: string; sig: string }[] = [];
+  for (const r of s.runs) {
+    if (!runMatters(s, r)) continue;
+    let held = "";
+    for (let n = 0; n < s.issues.length; n++) {
+      const i = s.issues[n]!;
+      if (i.checkoutRunId === r.id) held += `c${n}`;
+      if (i.executionRunId === r.id) held += `x${n}`;
+    }
+    sigs.push({ id: r.id, sig: `${r.agentId}.${r.status}.${r.status === "RUNNING" ? Math.max(0, r.leaseExpiresAt - s.clock) : ""}.${held}` });
+  }
+  sigs.sort((a, b) => (a.sig < b.sig ? -1 : a.sig > b.sig ? 1 : 0));
+  const name = (runId: string | null) => (runId === null ? "-" : String(sigs.findIndex((x) => x.id === runId)));
+  let key = "";
+  for (const i of s.issues) {
+    key += `${i.status}.${name(i.checkoutRunId)}.${name(i.executionRunId)}.${i.attemptCount}.${i.maxAttempts}.${i.assigneeAgentId ?? "-"}.${i.concurrencyKey ?? "-"}|`;
+  }
+  for (const x of sigs) key += `${x.sig}|`;
+  return key;
+}
+
+export interface Alphabet {
+  /** Issue ids that do not exist (IssueNotFound). Default ["i-unknown"]. */
+  unknownIssues?: readonly string[];
+  /** expectedStatuses lists tried with claimIssue(issueId); undefined means left out ([OPEN]). */
+  expectedStatuses?: readonly (readonly IssueStatus[] | undefined)[];
+  finishStatuses?: readonly RunStatus[];
+  outcomes?: readonly ReleaseOutcome[];
+  claimLimits?: readonly number[];
+  /** updateIssue inputs tried on every issue. */
+  updates?: readonly UpdateIssueInput[];
+  /** Also try each verb once with another agent's run, a run that does not exist, and bad input. Default true. */
+  probes?: boolean;
+}
+
+/** The expectedStatuses lists that decide every verdict: the answer depends only on whether the issue's status is listed. */
+export const EXPECTED_CHOICES: readonly (readonly IssueStatus[] | undefined)[] = [
+  undefined,
+  [],
+  ["CLAIMED", "IN_PROGRESS"],
+  ["OPEN", "CLAIMED", "IN_PROGRESS"],
+  ISSUE_STATUSES,
+];
+
+/** Every board move (each status, reopen raising or lowering maxAttempts), maxAttempts edits and reassignments. */
+export function boardUpdates(agents: readonly string[], maxAttempts: readonly number[], keys: readonly (string | null)[] = []): UpdateIssueInput[] {
+  return [
+    ...ISSUE_STATUSES.map((status): UpdateIssueInput => ({ status })),
+    ...maxAttempts.map((m): UpdateIssueInput => ({ status: "OPEN", maxAttempts: m })),
+    ...maxAttempts.map((m): UpdateIssueInput => ({ maxAttempts: m })),
+    ...[null, ...agents].map((a): UpdateIssueInput => ({ assigneeAgentId: a })),
+    ...keys.map((k): UpdateIssueInput => ({ concurrencyKey: k })),
+  ];
+}
+
+/**
+ * Every command worth trying in `s`:
+ *  - for each run that matters (runMatters), every issue × argument choice of
+ *    every agent verb: each release outcome, claimIssues limits with and
+ *    without the pool and the execution lock, and the expectedStatuses lists
+ *    that decide a verdict (one that names the issue's status, one that does
+ *    not); the unknown issue only with the first such run;
+ *  - for the first run that no longer matters, one command of each agent
+ *    verb (refuseRun answers them whatever their arguments);
+ *  - probes (alphabet.probes): another agent's run (FORBIDDEN), a run that
+ *    does not exist, finishRun RUNNING and other bad input;
+ *  - startRun for each agent, forceReleaseIssue and every update of the
+ *    alphabet on each issue, runHeartbeat, tick and sweep.
+ */
+export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
+  const known = s.issues.map((i) => i.id);
+  const issues = [...known, ...(alphabet.unknownIssues ?? ["i-unknown"])];
+  const expected = alphabet.expectedStatuses ?? EXPECTED_CHOICES;
+  const finishes = alphabet.finishStatuses ?? (["SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"] as const);
+  const outcomes = alphabet.outcomes ?? (["DONE", "BLOCKED", "FAILED", "REQUEUE"] as const);
+  const limits = alphabet.claimLimits ?? [1, 2];
+  const updates = alphabet.updates ?? boardUpdates(s.agents, [1, 2, 3]);
+  const out: Command[] = [];
+  for (const agentId of s.agents) out.push({ verb: "startRun", agentId });
+  // Every command for the runs that matter; a run that no longer matters
+  // (dead, holding nothing) is refused by refuseRun whatever the arguments, so
+  // the first such run gets one command of each verb, and the others none.
+  const matter = s.runs.filter((r) => runMatters(s, r));
+  const gone = s.runs.find((r) => !runMatters(s, r));
+  for (const run of matter) {
+    const a = { agentId: run.agentId, runId: run.id };
+    const ids = run === matter[0] ? issues : known;
+    out.push({ verb: "heartbeatRun", ...a });
+    for (const status of finishes) out.push({ verb: "finishRun", ...a, status });
+    for (const includeUnassigned of [false, true]) out.push({ verb: "claimIssue", ...a, includeUnassigned });
+    for (const issueId of ids) {
+      // The verdict depends on the list only through whether it names the
+      // issue's status: one list of each kind is enough (the first in order).
+      const status = s.issues.find((i) => i.id === issueId)?.status;
+      const tried = new Set<boolean>();
+      for (const e of expected) {
+        const listed = (e ?? ["OPEN"]).includes(status ?? "OPEN");
+        if (status !== undefined && tried.has(listed)) continue;
+        tried.add(listed);
+        out.push(e === undefined ? { verb: "claimIssue", ...a, issueId } : { verb: "claimIssue", ...a, issueId, expectedStatuses: [...e] });
+      }
+      out.push({ verb: "acquireExecution", ...a, issueId });
+      for (const outcome of outcomes) out.push({ verb: "releaseIssue", ...a, issueId, outcome });
+    }
+    for (const outcome of outcomes) out.push({ verb: "releaseIssues", ...a, issueIds: ids, outcome });
+    for (const limit of limits) {
+      for (const includeUnassigned of [false, true]) {
+        for (const acquireExecution of [false, true]) out.push({ verb: "claimIssues", ...a, limit, includeUnassigned, acquireExecution });
+      }
+    }
+  }
+  if (gone) {
+    const a = { agentId: gone.agentId, runId: gone.id };
+    out.push({ verb: "heartbeatRun", ...a }, { verb: "finishRun", ...a, status: "SUCCEEDED" }, { verb: "claimIssue", ...a, includeUnassigned: true });
+    out.push({ verb: "claimIssue", ...a, issueId: known[0]!, expectedStatuses: [...ISSUE_STATUSES] }, { verb: "acquireExecution", ...a, issueId: known[0]! });
+    out.push({ verb: "releaseIssue", ...a, issueId: known[0]!, outcome: "REQUEUE" }, { verb: "releaseIssues", ...a, issueIds: known, outcome: "FAILED" });
+    out.push({ verb: "claimIssues", ...a, limit: 2, includeUnassigned: true, acquireExecution: true });
+  }
+  if (alphabet.probes ?? true) {
+    const first = s.runs[0];
+    const other = first && s.agents.find((x) => x !== first.agentId);
+    const agentId = s.agents[0]!;
+    if (first && other) {
+      const a = { agentId: other, runId: first.id };
+      out.push({ verb: "claimIssue", ...a }, { verb: "heartbeatRun", ...a }, { verb: "finishRun", ...a, status: "SUCCEEDED" });
+      out.push({ verb: "acquireExecution", ...a, issueId: issues[0]! }, { verb: "releaseIssue", ...a, issueId: issues[0]!, outcome: "REQUEUE" });
+    }
+    const missing = { agentId, runId: "r-unknown" };
+    out.push({ verb: "claimIssue", ...missing }, { verb: "heartbeatRun", ...missing }, { verb: "finishRun", ...missing, status: "SUCCEEDED" });
+    out.push({ verb: "claimIssues", ...missing, limit: 1 }, { verb: "releaseIssues", ...missing, issueIds: issues, outcome: "FAILED" });
+    if (first) out.push({ verb: "finishRun", agentId: first.agentId, runId: first.id, status: "RUNNING" });
+    out.push({ verb: "forceReleaseIssue", issueId: issues[0]!, reason: "  " }, { verb: "updateIssue", issueId: issues[0]!, input: { maxAttempts: 0 } });
+  }
+  for (const issueId of known) {
+    out.push({ verb: "forceReleaseIssue", issueId, reason: "operator" });
+    for (const input of updates) out.push({ verb: "updateIssue", issueId, input });
+  }
+  for (const issueId of issues.slice(known.length)) {
+    out.push({ verb: "forceReleaseIssue", issueId, reason: "operator" }, { verb: "updateIssue", issueId, input: { status: "OPEN" } });
+  }
+  out.push({ verb: "runHeartbeat" }, { verb: "tick" }, { verb: "sweep" });
+  return out;
+}
+
+export interface Violation {
+  invariant: string;
+  doc: string;
+  message: string;
+  /** The commands from an initial state to the failure. */
+  trace: string[];
+}
+
+export interface ExploreOptions {
+  roots: readonly State[];
+  alphabet?: Alphabet;
+  /** Transitions that would leave more runs that matter (runMatters) than this are not explored. */
+  maxRuns: number;
+  stateChecks?: readonly StateInvariant[];
+  transitionChecks?: readonly TransitionInvariant[];
+  /** How a command is run: the model's `apply` unless a test swaps in a broken verb to see the exploration catch it. */
+  apply?: (state: State, command: Command) => Step<Answer>;
+  /** Called on every transition (coverage). */
+  observe?: (before: State, command: Command, step: Step<Answer>) => void;
+  /** Stop exploring after this many states (a guard against a state space that exploded). */
+  maxStates?: number;
+  /** Stop after this many violations. Default 20. */
+  maxViolations?: number;
+}
+
+export interface ExploreResult {
+  states: number;
+  transitions: number;
+  /** Transitions not taken because they would have made more than maxRuns runs. */
+  pruned: number;
+  /** BFS depth: the longest shortest path from an initial state. */
+  depth: number;
+  /** Whether every reachable state was explored (false when maxStates or maxViolations stopped it). */
+  complete: boolean;
+  violations: Violation[];
+  ms: number;
+}
+
+/** Breadth-first, exhaustive: every reachable state once, every command in each. */
+export function explore(options: ExploreOptions): ExploreResult {
+  const started = performance.now();
+  const stateChecks = options.stateChecks ?? REACHABLE_STATE_CHECKS;
+  const transitionChecks = options.transitionChecks ?? TRANSITION_INVARIANTS;
+  const maxViolations = options.maxViolations ?? 20;
+  const run = options.apply ?? apply;
+  const parent = new Map<string, { from: string | null; command: Command | null }>();
+  const violations: Violation[] = [];
+  const trace = (key: string, last?: Command): string[] => {
+    const path: string[] = last ? [describe(last)] : [];
+    for (let k: string | null = key; k !== null; ) {
+      const p: { from: string | null; command: Command | null } = parent.get(k)!;
+      if (p.command) path.unshift(describe(p.command));
+      k = p.from;
+    }
+    return path;
+  };
+  let frontier: { state: State; key: string }[] = [];
+  for (const root of options.roots) {
+    const initial = checkInitial(root);
+    if (initial) violations.push({ invariant: "initial state", doc: "docs/lifecycle.md, Every transition (createIssue)", message: initial, trace: [] });
+    const key = canonicalKey(root);
+    if (!parent.has(key)) {
+      parent.set(key, { from: null, command: null });
+      frontier.push({ state: root, key });
+    }
+  }
+  let transitions = 0;
+  let pruned = 0;
+  let depth = 0;
+  let complete = true;
+  outer: while (frontier.length > 0) {
+    const next: { state: State; key: string }[] = [];
+    for (const { state, key } of frontier) {
+      for (const inv of stateChecks) {
+        const message = inv.check(state);
+        if (message) violations.push({ invariant: inv.name, doc: inv.doc, message, trace: trace(key) });
+      }
+      for (const command of commandsFor(state, options.alphabet)) {
+        const step = run(state, command);
+        if (step.state.runs.length > state.runs.length && step.state.runs.filter((r) => runMatters(step.state, r)).length > options.maxRuns) {
+          pruned++;
+          continue;
+        }
+        transitions++;
+        const refusal = step.state === state && step.events.length === 0;
+        for (const inv of transitionChecks) {
+          if (refusal && !inv.onRefusals) continue;
+          const message = inv.check(state, command, step);
+          if (message) violations.push({ invariant: inv.name, doc: inv.doc, message, trace: trace(key, command) });
+        }
+        options.observe?.(state, command, step);
+        if (step.state === state) continue;
+        const k = canonicalKey(step.state);
+        if (parent.has(k)) continue;
+        parent.set(k, { from: key, command });
+        next.push({ state: step.state, key: k });
+      }
+      if (violations.length >= maxViolations || (options.maxStates !== undefined && parent.size >= options.maxStates)) {
+        complete = false;
+        break outer;
+      }
+    }
+    if (next.length > 0) depth++;
+    frontier = next;
+  }
+  return { states: parent.size, transitions, pruned, depth, complete, violations, ms: performance.now() - started };
+}

@@ -1,0 +1,21 @@
+// The lock protocol as an executable model (issue 17): one company's issues and
+// runs, every verb of the contract as a pure function, the invariants of
+// docs/invariants.md as predicates, and an exhaustive explorer. Read it beside
+// docs/lifecycle.md: state.ts (what there is), rules.ts (the shared rules),
+// claims.ts, execution.ts, release.ts, runs.ts, board.ts, recovery.ts,
+// scheduler.ts (the verbs), commands.ts (verbs as data), invariants.ts,
+// explore.ts. docs/invariants.md, "The executable model", says how to run it.
+export * from "./state.js";
+export * from "./answers.js";
+export * from "./rules.js";
+export { claimCandidates, takeInClaimOrder, claimNext, checkoutIfExpected, claimIssue, claimIssues, CLAIMABLE_STATUSES } from "./claims.js";
+export { acquireExecution } from "./execution.js";
+export { releaseIssue, releaseIssues } from "./release.js";
+export { refuseRun, startRun, heartbeatRun, finishRun, releaseAllHeldBy } from "./runs.js";
+export { BOARD_TRANSITIONS, forceReleaseIssue, updateIssue } from "./board.js";
+export type { UpdateIssueInput } from "./board.js";
+export { tick, sweep } from "./recovery.js";
+export { runHeartbeat } from "./scheduler.js";
+export * from "./commands.js";
+export * from "./invariants.js";
+export * from "./explore.js";

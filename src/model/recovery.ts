@@ -1,0 +1,71 @@
+// Time and recovery: `tick` (the clock moves: leases run out) and one
+// recovery sweep (src/locks/sweep.ts; SEMANTICS.md, "Recovery"; docs/invariants.md, 8).
+import type { SweepCounts, Ticked } from "./answers.js";
+import { agentOf, attemptsAfterDeath, clearLocks, eventFor, inStatementOrder, isExpired, reopenOrEscalate } from "./rules.js";
+import type { Event, Issue, Run, State, Step } from "./state.js";
+import { findRun } from "./state.js";
+
+/** The clock moves on by `by` (default 1): every lease with leaseExpiresAt <= clock has run out. Nothing is written. */
+export function tick(state: State, args: { by?: number } = {}): Step<Ticked> {
+  const by = args.by ?? 1;
+  if (!Number.isInteger(by) || by < 1) throw new Error("tick: by must be a positive integer");
+  const clock = state.clock + by;
+  return { answer: { __typename: "Ticked", clock }, state: { ...state, clock }, events: [] };
+}
+
+/**
+ * One sweep, its steps in order:
+ *  1. TIME_OUT_EXPIRED_RUNS (+ TIME_OUT_BUSY_EXPIRED_RUNS): RUNNING runs whose
+ *     lease has run out become TIMED_OUT.
+ *  2. RECOVER_LOCKS_OF_DEAD_RUNS: every issue whose checkout points at a run
+ *     that is not RUNNING (or missing): a CLAIMED holder's attempt is counted
+ *     (attemptsAfterDeath), both locks cleared, OPEN or ESCALATED; one
+ *     RECOVERED (or ESCALATED) event each, naming the dead run, reason
+ *     LEASE_EXPIRED (TIMED_OUT), RUN_FINISHED (another terminal status) or
+ *     RUN_MISSING.
+ *  3. ESCALATE_EXHAUSTED_OPEN: OPEN issues with no attempt left → ESCALATED,
+ *     reason ATTEMPTS_EXHAUSTED, run and agent null.
+ * A live run's lock is never touched. Counts as sweep() returns them.
+ */
+export function sweep(state: State): Step<SweepCounts> {
+  let timedOutRuns = 0;
+  const runs = state.runs.map((r): Run => {
+    if (!isExpired(r, state.clock)) return r;
+    timedOutRuns++;
+    return { ...r, status: "TIMED_OUT", finishedAt: state.clock };
+  });
+  const afterRuns: State = timedOutRuns === 0 ? state : { ...state, runs };
+
+  const recovered: Event[] = [];
+  const issues2 = afterRuns.issues.map((i): Issue => {
+    if (i.checkoutRunId === null) return i;
+    const holder = findRun(afterRuns, i.checkoutRunId);
+    if (holder && holder.status === "RUNNING") return i;
+    const attemptCount = attemptsAfterDeath(i);
+    const after: Issue = { ...clearLocks(i), attemptCount, status: reopenOrEscalate(attemptCount, i.maxAttempts) };
+    const reason = !holder ? "RUN_MISSING" : holder.status === "TIMED_OUT" ? "LEASE_EXPIRED" : "RUN_FINISHED";
+    recovered.push(eventFor(after, after.status === "ESCALATED" ? "ESCALATED" : "RECOVERED", i.checkoutRunId, agentOf(afterRuns, i.checkoutRunId), reason));
+    return after;
+  });
+
+  const escalated: Event[] = [];
+  const issues3 = issues2.map((i): Issue => {
+    if (!(i.status === "OPEN" && i.attemptCount >= i.maxAttempts)) return i;
+    const after: Issue = { ...i, status: "ESCALATED" };
+    escalated.push(eventFor(after, "ESCALATED", null, null, "ATTEMPTS_EXHAUSTED"));
+    return after;
+  });
+
+  const events = [...inStatementOrder(recovered), ...inStatementOrder(escalated)];
+  const after = events.length === 0 ? afterRuns : { ...afterRuns, issues: issues3 };
+  return {
+    answer: {
+      __typename: "SweepCounts",
+      timedOutRuns,
+      recoveredIssues: events.filter((e) => e.kind === "RECOVERED").length,
+      escalatedIssues: events.filter((e) => e.kind === "ESCALATED").length,
+    },
+    state: after,
+    events,
+  };
+}

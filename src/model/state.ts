@@ -1,0 +1,155 @@
+// The executable model of the lock protocol (docs/lifecycle.md): the state of
+// one company's issues and runs, and the events a change writes.
+//
+// The model is pure: no I/O, no database, no randomness, no Date. Time is an
+// integer clock in the state; a run is live while it is RUNNING and its lease
+// lies after the clock (baton_run_is_live). Every verb is a function
+// (state, args) → { answer, state, events } that never mutates its input: an
+// unchanged state is returned as the very same object, a changed one as a new
+// object that shares what did not change.
+//
+// What the model leaves out, on purpose:
+//  - titles, descriptions, timestamps other than the clock, seq numbers;
+//  - several companies (one company; another company's ids are "unknown");
+//  - concurrency keys' fair turns: a key only has a limit (maxActive). Claim
+//    order is priority, then the agent's own issues before unassigned ones,
+//    then age, then id; with one key (or none) that is exactly the real order.
+//    setConcurrencyLimit is not a verb: limits are fixed in the initial state;
+//  - concurrency: every verb is one atomic step, so the races the SQL guards
+//    against (SKIP LOCKED, FOR SHARE, a holder the snapshot cannot see) are
+//    each one of the model's interleavings, not a state of their own;
+//  - retention: runs are never deleted, so a holder is never missing
+//    (RUN_MISSING is modelled but unreachable).
+import type { IssuePriority, IssueStatus, LockEventKind, ReleaseOutcome, RunStatus } from "../domain/types.js";
+import { ISSUE_PRIORITIES } from "../domain/types.js";
+
+export type { IssuePriority, IssueStatus, LockEventKind, ReleaseOutcome, RunStatus };
+
+export interface Issue {
+  readonly id: string;
+  readonly status: IssueStatus;
+  readonly priority: IssuePriority;
+  readonly assigneeAgentId: string | null;
+  /** null: the unkeyed pool (no limit). */
+  readonly concurrencyKey: string | null;
+  readonly checkoutRunId: string | null;
+  readonly executionRunId: string | null;
+  readonly attemptCount: number;
+  readonly maxAttempts: number;
+  readonly lockEpoch: number;
+  /** Creation order: claim order's "oldest first". */
+  readonly createdAt: number;
+}
+
+export interface Run {
+  readonly id: string;
+  readonly agentId: string;
+  readonly status: RunStatus;
+  /** Clock value at which the lease runs out: live while leaseExpiresAt > clock. */
+  readonly leaseExpiresAt: number;
+  readonly finishedAt: number | null;
+}
+
+export interface State {
+  /** The database clock: advanced only by `tick`. */
+  readonly clock: number;
+  /** BATON_RUN_LEASE_SECONDS, in clock units: startRun and heartbeatRun set the lease to clock + leaseLength. */
+  readonly leaseLength: number;
+  /** The company's agents, in creation order (the scheduler tick serves them in this order). */
+  readonly agents: readonly string[];
+  /** The company's issues, in id order. */
+  readonly issues: readonly Issue[];
+  /** The company's runs, in creation order; ids are r1, r2, … */
+  readonly runs: readonly Run[];
+  /** maxActive of each concurrency key that has a limit. */
+  readonly limits: Readonly<Record<string, number>>;
+}
+
+/** One LockEvent: the fields that say what changed (no seq, no time). */
+export interface Event {
+  readonly issueId: string;
+  readonly kind: LockEventKind;
+  /** The issue's status after the change. */
+  readonly status: IssueStatus;
+  readonly runId: string | null;
+  readonly agentId: string | null;
+  readonly checkoutRunId: string | null;
+  readonly executionRunId: string | null;
+  readonly reason: string | null;
+}
+
+/** What a verb returns: the answer it gives, the state after it, and the events it wrote (none when nothing changed). */
+export interface Step<A> {
+  readonly answer: A;
+  readonly state: State;
+  readonly events: readonly Event[];
+}
+
+export interface IssueInput {
+  id: string;
+  /** createIssue accepts only BACKLOG or OPEN (default OPEN). */
+  status?: "BACKLOG" | "OPEN";
+  priority?: IssuePriority;
+  assigneeAgentId?: string | null;
+  concurrencyKey?: string | null;
+  /** 1–100, default 3. */
+  maxAttempts?: number;
+}
+
+export interface InitialStateInput {
+  agents: readonly string[];
+  /** Created in this order (createdAt 0, 1, …), as createIssues does. */
+  issues: readonly IssueInput[];
+  limits?: Readonly<Record<string, number>>;
+  /** Default 2. */
+  leaseLength?: number;
+}
+
+/** A company as createAgent and createIssues leave it: no runs, no events, attempts and epochs 0. */
+export function initialState(input: InitialStateInput): State {
+  const issues = input.issues.map((i, n): Issue => {
+    const maxAttempts = i.maxAttempts ?? 3;
+    if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 100) throw new Error(`issue ${i.id}: maxAttempts must be between 1 and 100`);
+    if (i.assigneeAgentId != null && !input.agents.includes(i.assigneeAgentId)) throw new Error(`issue ${i.id}: unknown assignee ${i.assigneeAgentId}`);
+    return {
+      id: i.id,
+      status: i.status ?? "OPEN",
+      priority: i.priority ?? "MEDIUM",
+      assigneeAgentId: i.assigneeAgentId ?? null,
+      concurrencyKey: i.concurrencyKey ?? null,
+      checkoutRunId: null,
+      executionRunId: null,
+      attemptCount: 0,
+      maxAttempts,
+      lockEpoch: 0,
+      createdAt: n,
+    };
+  });
+  const leaseLength = input.leaseLength ?? 2;
+  if (!Number.isInteger(leaseLength) || leaseLength < 1) throw new Error("leaseLength must be a positive integer");
+  return {
+    clock: 0,
+    leaseLength,
+    agents: [...input.agents],
+    issues: [...issues].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
+    runs: [],
+    limits: { ...(input.limits ?? {}) },
+  };
+}
+
+export const priorityRank = (p: IssuePriority): number => ISSUE_PRIORITIES.indexOf(p);
+
+export const findIssue = (state: State, issueId: string): Issue | undefined => state.issues.find((i) => i.id === issueId);
+export const findRun = (state: State, runId: string | null): Run | undefined =>
+  runId === null ? undefined : state.runs.find((r) => r.id === runId);
+
+/** The state with `issue` in place of the issue of the same id. */
+export function withIssue(state: State, issue: Issue): State {
+  return { ...state, issues: state.issues.map((i) => (i.id === issue.id ? issue : i)) };
+}
+
+/** The state with `run` in place of the run of the same id, or appended when it is new. */
+export function withRun(state: State, run: Run): State {
+  const exists = state.runs.some((r) => r.id === run.id);
+  return { ...state, runs: exists ? state.runs.map((r) => (r.id === run.id ? run : r)) : [...state.runs, run] };
+}

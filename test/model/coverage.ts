@@ -1,0 +1,74 @@
+// Helpers of the model's explorations (explore.test.ts, explore-variants.test.ts):
+// the board moves tried, what an exploration saw (coverage), and a runner that
+// prints the figures docs/invariants.md quotes.
+import { expect } from "vitest";
+import type { Answer, Command, ExploreOptions, ExploreResult, State, Step, UpdateIssueInput } from "../../src/model/index.js";
+import { changes, explore, isLive } from "../../src/model/index.js";
+import { ISSUE_STATUSES } from "../../src/domain/types.js";
+
+/** The board's moves tried on every issue: each status, reopening with maxAttempts 2, lowering it to 1 and raising it to 2, reassigning. */
+export const UPDATES: UpdateIssueInput[] = [
+  ...ISSUE_STATUSES.map((status): UpdateIssueInput => ({ status })),
+  { status: "OPEN", maxAttempts: 2 },
+  { maxAttempts: 1 },
+  { maxAttempts: 2 },
+];
+
+/** What an exploration saw: verbs, answers, statuses each verb fired in, table rows made, event reasons. */
+export class Coverage {
+  verbs = new Set<string>();
+  answers = new Set<string>();
+  firedIn = new Set<string>();
+  rows = new Set<string>();
+  reasons = new Set<string>();
+  schedulerIdleRuns = 0;
+
+  observe = (before: State, c: Command, step: Step<Answer>): void => {
+    this.verbs.add(c.verb);
+    this.answers.add(`${c.verb}:${label(step.answer)}`);
+    const issueId = "issueId" in c ? c.issueId : undefined;
+    const issue = issueId ? before.issues.find((i) => i.id === issueId) : undefined;
+    const run = "runId" in c ? before.runs.find((r) => r.id === c.runId) : undefined;
+    // an agent verb counts as fired in a status only when its run may act (otherwise refuseRun answers whatever the status)
+    if (issue && (!("runId" in c) || (run && run.agentId === c.agentId && isLive(run, before.clock)))) {
+      const what = c.verb === "releaseIssue" ? `releaseIssue:${c.outcome}` : c.verb === "updateIssue" ? `updateIssue:${c.input.status ?? "-"}` : c.verb;
+      this.firedIn.add(`${what}@${issue.status}`);
+    }
+    for (const ch of changes(before, step)) {
+      if (ch.before.status !== ch.after.status || ch.before.checkoutRunId !== ch.after.checkoutRunId) this.rows.add(`${c.verb}:${ch.before.status}->${ch.after.status}`);
+    }
+    if (step.answer.__typename === "HeartbeatTick") this.schedulerIdleRuns += step.answer.runs.filter((r) => r.status === "SUCCEEDED").length;
+    for (const e of step.events) this.reasons.add(`${e.kind}:${e.reason?.startsWith("operator") ? "operator" : e.reason}`);
+  };
+}
+
+function label(a: Answer): string {
+  switch (a.__typename) {
+    case "IssueClaimed":
+      return a.alreadyHeld ? "IssueClaimed(alreadyHeld)" : a.adopted ? "IssueClaimed(adopted)" : "IssueClaimed";
+    case "ExecutionAcquired":
+      return a.alreadyHeld ? "ExecutionAcquired(alreadyHeld)" : "ExecutionAcquired";
+    case "CheckoutConflict":
+      return a.holderRunIsLive ? "CheckoutConflict(live)" : "CheckoutConflict(dead)";
+    case "IssuesReleased":
+      return a.refused.length > 0 ? "IssuesReleased(refused)" : "IssuesReleased";
+    case "Error":
+      return `Error(${a.code})`;
+    default:
+      return a.__typename;
+  }
+}
+
+export function run(options: ExploreOptions, name: string): { result: ExploreResult; coverage: Coverage } {
+  const coverage = new Coverage();
+  const result = explore({ ...options, observe: coverage.observe });
+  // the figures docs/invariants.md quotes
+  console.log(
+    `model exploration (${name}): ${result.states} states, ${result.transitions} transitions, depth ${result.depth}, ${result.pruned} pruned (run bound), ${Math.round(result.ms)} ms`,
+  );
+  return { result, coverage };
+}
+
+export const noViolations = (result: ExploreResult) =>
+  expect(result.violations.map((v) => `${v.invariant}: ${v.message}\n  after: ${v.trace.join(" → ")}`)).toEqual([]);
+
