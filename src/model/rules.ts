@@ -5,6 +5,7 @@
 // together (CLEAR_LOCKS), a key's room, and the event a change writes.
 import type { Event, Issue, IssueStatus, LockEventKind, Run, State } from "./state.js";
 import { findRun } from "./state.js";
+import { LOCK_EVENT_KINDS } from "../domain/types.js";
 
 /** baton_run_is_live: RUNNING and the lease lies after the clock. A missing run is dead. */
 export const isLive = (run: Run | undefined, clock: number): boolean =>
@@ -60,16 +61,8 @@ export function eventFor(after: Issue, kind: LockEventKind, runId: string | null
   };
 }
 
-const KIND_ORDER: readonly LockEventKind[] = [
-  "CLAIMED",
-  "ADOPTED",
-  "EXECUTION_ACQUIRED",
-  "RELEASED",
-  "RECOVERED",
-  "ESCALATED",
-  "FORCE_RELEASED",
-  "STATUS_CHANGED",
-];
+/** The lock_event_kind enum's order (LOCK_EVENT_KINDS lists it as the migration declares it). */
+const KIND_ORDER: readonly LockEventKind[] = LOCK_EVENT_KINDS;
 
 /** The order appendEvents gives one statement's events: by issue id, then kind (enum order). */
 export function inStatementOrder(events: readonly Event[]): Event[] {

@@ -2,12 +2,12 @@
 // compiled package that npm ci builds), against a real server: typed
 // requests, errors with their codes, and lockChanges() resuming after its
 // last seq when its connection is cut, each seq once and in order.
-import net from "node:net";
 import { Baton, BatonError, Documents } from "baton/client";
 import type { LockChange } from "baton/client";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ADMIN_TOKEN, claimingAgent, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
+import { cuttableProxy } from "../helpers/cuttableProxy.js";
 import { eventually } from "../helpers/race.js";
 
 let h: Harness;
@@ -16,27 +16,6 @@ beforeAll(async () => {
 });
 afterAll(() => h?.close());
 
-/** A TCP proxy in front of the server whose connections the test can cut. */
-async function cuttableProxy(target: URL) {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port), target.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on("error", () => {});
-      s.on("close", () => sockets.delete(s));
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}${target.pathname}`,
-    cut: () => {
-      for (const s of sockets) s.destroy();
-    },
-    close: () => new Promise<void>((resolve) => (server.close(() => resolve()), sockets.forEach((s) => s.destroy()))),
-  };
-}
 
 it("runs typed requests, and turns refusals and an unreachable server into BatonError with a code", async () => {
   const baton = new Baton({ url: h.url, token: ADMIN_TOKEN });

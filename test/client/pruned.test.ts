@@ -4,12 +4,12 @@
 // stream there (lockChanges), or falls behind the pruning while it streams,
 // and never reconnects for ever. The pruned condition is made as retention
 // makes it: a row in lock_events_pruned, the pruned events deleted.
-import net from "node:net";
 import { Baton, BatonError, EventsPrunedError } from "baton/client";
 import type { LockChange } from "baton/client";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { claimingAgent, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
+import { cuttableProxy } from "../helpers/cuttableProxy.js";
 import { eventually } from "../helpers/race.js";
 
 let h: Harness;
@@ -33,31 +33,6 @@ const within = (promise: Promise<unknown>, ms: number, what: string): Promise<un
 
 const LOCK_EVENTS = `query($c: ID!, $after: ID) { lockEvents(companyId: $c, afterSeq: $after, first: 1000) { seq } }`;
 
-/** A TCP proxy in front of the server whose connections the test can cut, and refuse while paused. */
-async function cuttableProxy(target: URL) {
-  const sockets = new Set<net.Socket>();
-  const state = { paused: false, refused: 0 };
-  const server = net.createServer((client) => {
-    if (state.paused) return void (state.refused++, client.destroy());
-    const upstream = net.connect(Number(target.port), target.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on("error", () => {});
-      s.on("close", () => sockets.delete(s));
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}${target.pathname}`,
-    state,
-    connections: () => sockets.size,
-    cut: () => {
-      for (const s of sockets) s.destroy();
-    },
-    close: () => new Promise<void>((resolve) => (server.close(() => resolve()), sockets.forEach((s) => s.destroy()))),
-  };
-}
 
 it("request() and lockChanges() with an afterSeq in pruned history end with EventsPrunedError: where to resume, the oldest event kept", async () => {
   const { co, claim } = await claimingAgent(h, 4);
