@@ -124,6 +124,11 @@ export class Metrics {
         ["baton_runs_heartbeat_late", "RUNNING runs whose last heartbeat is older than half their lease: recovered at their lease's end if they stay silent.", (f) => f.runsPastHalfLease],
         ["baton_ledger_rows", "Rows in the lock_events ledger (PostgreSQL's estimate, as of the last ANALYZE).", (f) => f.ledgerRows],
         ["baton_ledger_oldest_event_seconds", "Age of the oldest event still in the ledger (0 when empty).", (f) => f.oldestEventSeconds],
+        [
+          "baton_ledger_partitions_ahead_days",
+          "Days until the newest ledger partition ends (normally 7 to 8). Appends, and so claims, fail when it reaches 0: alert below 2.",
+          (f) => f.ledgerDaysAhead,
+        ],
       ];
       new Histogram({
         name: "baton_time_in_status_seconds",

@@ -78,6 +78,9 @@ it("times first claims, and reports each company's oldest claimable issue, late 
   expect(metric(text, `baton_oldest_claimable_issue_seconds${label}`)).toBeLessThan(86_400 + 60);
   expect(metric(text, "baton_ledger_rows")).toBeGreaterThanOrEqual(4);
   expect(metric(text, "baton_ledger_oldest_event_seconds")).toBeGreaterThan(0);
+  // Partitions run a week past today (up to 8 days from now, depending on the hour).
+  expect(metric(text, "baton_ledger_partitions_ahead_days")).toBeGreaterThan(7);
+  expect(metric(text, "baton_ledger_partitions_ahead_days")).toBeLessThanOrEqual(8);
 });
 
 it("times each status issues leave, from the ledger: per issue, on /metrics, and skipping what retention dropped", async () => {

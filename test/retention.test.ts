@@ -100,7 +100,7 @@ describe("the ledger", () => {
       { company_id: co.id, through_seq: "30" },
     ]);
     // A second pass finds nothing to do.
-    expect(await pruneLedger(h.database.url, 30)).toEqual({ dropped: [], created: [], companies: 0, ran: true });
+    expect(await pruneLedger(h.database.url, 30)).toEqual({ dropped: [], created: [], companies: 0, ran: true, failures: [] });
   });
 
   it("refuses a reader resuming in dropped history with EVENTS_PRUNED and where to resume; one inside the window misses nothing", async () => {
@@ -182,6 +182,38 @@ describe("the ledger", () => {
     expect((await h.one<{ through_seq: string }>("SELECT through_seq::text FROM lock_events_pruned WHERE company_id = $1", [co.id])).through_seq).toBe("40");
   });
 
+  it("a pass stopped while its detach waits ends at once; the next pass finishes that detach, and drops tables a pass detached but never dropped", async () => {
+    const pending = await backdatedDay(46, [{ companyId: co.id, seq: 42 }]);
+    // A table a pass detached and then died before dropping: no longer a partition, past the window.
+    const leftBehind = partitionName(utcDay(47));
+    await h.sql(`CREATE TABLE ${leftBehind} (LIKE lock_events INCLUDING DEFAULTS)`);
+    const reader = new pg.Client({ connectionString: h.database.url });
+    await reader.connect();
+    try {
+      await reader.query("BEGIN");
+      await reader.query("SELECT count(*) FROM lock_events");
+      const stop = new AbortController();
+      const pass = pruneLedger(h.database.url, 30, stop.signal);
+      await eventually(async () => {
+        const waiting = await h.sql("SELECT 1 FROM pg_stat_activity WHERE application_name = 'baton-retention' AND wait_event_type IN ('Lock', 'Timeout') AND query LIKE '%DETACH%'");
+        return waiting.length > 0;
+      }, "the detach to wait for the open reader");
+      stop.abort();
+      const stopped = await pass;
+      expect(stopped.dropped).toEqual([leftBehind]);
+      expect(stopped.failures).toEqual([]);
+      // Its seqs were recorded before the detach began: readers are already refused.
+      expect((await h.one<{ through_seq: string }>("SELECT through_seq::text FROM lock_events_pruned WHERE company_id = $1", [co.id])).through_seq).toBe("42");
+      expect(await h.sql("SELECT name FROM lock_event_partitions WHERE detach_pending")).toEqual([{ name: pending }]);
+    } finally {
+      await reader.query("COMMIT").catch(() => {});
+      await reader.end();
+    }
+    const next = await pruneLedger(h.database.url, 30);
+    expect(next).toMatchObject({ dropped: [pending], failures: [] });
+    expect(await h.sql("SELECT 1 FROM pg_class WHERE relname = ANY($1)", [[pending, leftBehind]])).toEqual([]);
+  });
+
   it("keeps everything with 0 days, and lets one pass work at a time", async () => {
     const doomed = await backdatedDay(50, [{ companyId: co.id, seq: 41 }]);
     expect((await pruneLedger(h.database.url, 0)).dropped).toEqual([]);
@@ -190,7 +222,7 @@ describe("the ledger", () => {
     await holder.connect();
     try {
       await holder.query("SELECT pg_advisory_lock(7290012)");
-      expect(await pruneLedger(h.database.url, 30)).toEqual({ dropped: [], created: [], companies: 0, ran: false });
+      expect(await pruneLedger(h.database.url, 30)).toEqual({ dropped: [], created: [], companies: 0, ran: false, failures: [] });
     } finally {
       await holder.end();
     }

@@ -252,6 +252,9 @@ it("is on only when the standard variables ask for it", () => {
   expect(tracesExporter({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_SDK_DISABLED: "true" })).toBeNull();
   expect(() => tracesExporter({ OTEL_TRACES_EXPORTER: "zipkin" })).toThrow(/otlp \(over HTTP\) or console/);
   expect(() => tracesExporter({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4317", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })).toThrow(/HTTP/);
+  // A protocol set for other signals does not stop a process that exports no traces.
+  expect(tracesExporter({ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })).toBeNull();
+  expect(tracesExporter({ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc", OTEL_TRACES_EXPORTER: "console" })).toBe("console");
 });
 
 /** A stub OTLP/HTTP receiver: every POST body it got, by path. */

@@ -129,12 +129,39 @@ async function main() {
   // A second signal exits 1 at once, without a word (no stack either).
   onStopSignals((signal) => {
     stopping = true;
+    stopRetention.abort();
     log("info", "recovery stopping after the current statement", { signal });
     wake?.();
   });
   const totals = { sweeps: 0, timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0, failures: 0 };
   let exitCode = 0;
   let retentionDue = 0;
+  let retaining: Promise<void> | null = null;
+  let retentionFailed = false;
+  const stopRetention = new AbortController();
+  /** One retention pass (src/retention/): logged, and counted as a failure of --once. */
+  const retain = async () => {
+    const began = performance.now();
+    try {
+      const ledger = await pruneLedger(database.url, config.eventRetentionDays, stopRetention.signal);
+      const runs = await pruneRuns(db.prisma, config.runRetentionDays, () => stopping);
+      if (ledger.failures.length) {
+        retentionFailed = true;
+        log("error", "recovery retention could not finish; it is tried again in an hour", { failures: ledger.failures });
+      }
+      log("info", "recovery retention", {
+        droppedPartitions: ledger.dropped,
+        createdPartitions: ledger.created.length,
+        deletedRuns: runs,
+        ...(ledger.ran ? {} : { ledger: "another recovery process is pruning it" }),
+        ms: Math.round(performance.now() - began),
+      });
+    } catch (err) {
+      if (stopping) return;
+      retentionFailed = true;
+      log("error", "recovery retention failed; it is tried again in an hour", { ...errorFields(err), ms: Math.round(performance.now() - began) });
+    }
+  };
   if (dryRun) {
     const limit = 100;
     const started = performance.now();
@@ -172,25 +199,16 @@ async function main() {
       exitCode = 1;
       log("error", "recovery sweep failed", { ...errorFields(err), ms: Math.round(performance.now() - started) });
     }
-    if (!stopping && performance.now() >= retentionDue) {
+    if (!stopping && !retaining && performance.now() >= retentionDue) {
+      // Beside the sweeps, not in their way: a detach may wait minutes for a long reader.
       retentionDue = performance.now() + RETENTION_EVERY_MS;
-      const began = performance.now();
-      try {
-        const ledger = await pruneLedger(database.url, config.eventRetentionDays, () => stopping);
-        const runs = await pruneRuns(db.prisma, config.runRetentionDays, () => stopping);
-        log("info", "recovery retention", {
-          droppedPartitions: ledger.dropped,
-          createdPartitions: ledger.created.length,
-          deletedRuns: runs,
-          ...(ledger.ran ? {} : { ledger: "another recovery process is pruning it" }),
-          ms: Math.round(performance.now() - began),
-        });
-      } catch (err) {
-        exitCode = 1;
-        log("error", "recovery retention failed; it is tried again in an hour", { ...errorFields(err), ms: Math.round(performance.now() - began) });
-      }
+      retaining = retain().finally(() => (retaining = null));
+      if (once) await retaining;
     }
-    if (once) break;
+    if (once) {
+      if (retentionFailed) exitCode = 1;
+      break;
+    }
     exitCode = 0;
     await new Promise<void>((resolve) => {
       // Not unref()'d: this timer is what keeps an idle loop alive between sweeps.
@@ -201,6 +219,7 @@ async function main() {
       };
     });
   }
+  await retaining;
   metricsServer?.close();
   await bus.close();
   await db.close();

@@ -20,7 +20,7 @@ export class ApiError extends Error {
   }
 }
 
-/** EVENTS_PRUNED: retention dropped events after the afterSeq asked; reading after `resumeAfterSeq` skips nothing kept. */
+/** EVENTS_PRUNED: retention dropped events after the afterSeq asked; every event after `resumeAfterSeq` is still kept. */
 export function prunedThrough(err: unknown): string | null {
   if (!(err instanceof ApiError) || err.code !== "EVENTS_PRUNED") return null;
   const seq = err.extensions.resumeAfterSeq;

@@ -49,8 +49,8 @@ export class BatonError extends Error {
 
 /**
  * EVENTS_PRUNED: a read that resumes after a seq (lockEvents or lockChanges
- * with afterSeq) where retention may have dropped events since. Resuming
- * after `resumeAfterSeq` misses nothing still kept; `oldestAvailableSeq` is
+ * with afterSeq) where retention may have dropped events since. Every event
+ * after `resumeAfterSeq` is still kept (docs/events.md); `oldestAvailableSeq` is
  * the first event kept after it (null: none yet). Seqs are decimal strings.
  */
 export class EventsPrunedError extends BatonError {

@@ -114,8 +114,10 @@ export const stampEvent = (alias: string, onlyWhen?: string): string =>
  * No lock is taken: commits of one company no longer wait for each other.
  * baton_event_seq refuses a source row whose issue was not stamped
  * (stampEvent) by this transaction, so the per-issue order cannot be
- * forgotten. A transaction appends in one statement only (a second would
- * reuse positions; the primary key and the stamp both refuse it).
+ * forgotten. A transaction appends in one statement only: a second would
+ * reuse positions. The stamp refuses it for an issue the first stamped; the
+ * day-partitioned ledger's key (company_id, seq, at) no longer refuses it
+ * for another issue, so every caller must keep to one append.
  */
 export const appendEvents = (source: string): Sql =>
   raw(`

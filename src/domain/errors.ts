@@ -13,7 +13,9 @@ export class InvalidInputError extends Error {
 /**
  * A ledger read that asked to resume after a seq whose following events may
  * have been dropped by retention (docs/events.md, "Retention"). Maps to
- * EVENTS_PRUNED. Resuming after `resumeAfterSeq` misses nothing still kept;
+ * EVENTS_PRUNED. Every event after `resumeAfterSeq` is still kept (a few kept
+ * ones just below it, appended across the dropped day's last midnight, are not
+ * reached from there);
  * `oldestAvailableSeq` is the first event kept after it (null: none yet).
  */
 export class EventsPrunedError extends Error {

@@ -16,9 +16,10 @@ import type { Queryable } from "../db/client.js";
 import type { IssueStatus } from "../domain/types.js";
 
 /**
- * Events read by one STATUS_TIMES, at most: each company may read its share
- * (this over the number of companies), and at least STATUS_TIMES_MIN_PER_COMPANY.
- * Bounds the rows (and the time) of one read.
+ * Events one STATUS_TIMES reads: each company may read its share (this over
+ * the number of companies), but at least STATUS_TIMES_MIN_PER_COMPANY, so a
+ * read takes at most the larger of this and STATUS_TIMES_MIN_PER_COMPANY ×
+ * companies (1,000,000 with 10,000 busy companies).
  */
 export const STATUS_TIMES_PER_READ = 10_000;
 export const STATUS_TIMES_MIN_PER_COMPANY = 100;

@@ -39,7 +39,7 @@ export async function ensureLedgerPartitions(db: Sql): Promise<string[]> {
 }
 
 export interface LedgerPrune {
-  /** Partitions detached and dropped, oldest first. */
+  /** Partitions detached and dropped, oldest first (and detached tables a failed pass left behind). */
   dropped: string[];
   /** Partitions made ahead. */
   created: string[];
@@ -47,10 +47,19 @@ export interface LedgerPrune {
   companies: number;
   /** false: another process held the retention lock; this pass did nothing. */
   ran: boolean;
+  /** What failed, one line each; the pass went on with the steps that do not depend on it. */
+  failures: string[];
 }
 
 /** Session advisory lock held by the one process pruning at a time. */
 const RETENTION_LOCK = 7290012;
+
+/**
+ * How long a detach may wait for the transactions that can still see its
+ * partition (a backup, a long report). The wait holds up no claim or read:
+ * only this pass, which runs beside the sweeps and is cut short on stop.
+ */
+const DETACH_WAIT = "10min";
 
 /**
  * One retention pass over the ledger: drops every partition whose whole day
@@ -58,63 +67,100 @@ const RETENTION_LOCK = 7290012;
  * partitions ahead. Runs on its own connection (DETACH ... CONCURRENTLY
  * cannot run in a transaction, and the pass is fenced by a session lock), so
  * `databaseUrl`, not a pool. Several recovery processes may call it; one
- * works, the others return at once.
+ * works, the others return at once. `signal` ends it at once: its connection
+ * is closed, and a detach cut short is finished by the next pass.
  */
-export async function pruneLedger(databaseUrl: string, retentionDays: number, shouldStop: () => boolean = () => false): Promise<LedgerPrune> {
+export async function pruneLedger(databaseUrl: string, retentionDays: number, signal?: AbortSignal): Promise<LedgerPrune> {
   const client = new pg.Client({ connectionString: databaseUrl, application_name: "baton-retention" });
   client.on("error", () => {}); // a lost connection fails the query in flight; nothing else to do
   await client.connect();
-  const result: LedgerPrune = { dropped: [], created: [], companies: 0, ran: false };
+  const stop = () => void client.end().catch(() => {});
+  signal?.addEventListener("abort", stop, { once: true });
+  const result: LedgerPrune = { dropped: [], created: [], companies: 0, ran: false, failures: [] };
+  const failed = (step: string, err: unknown) => result.failures.push(`${step}: ${(err as Error).message}`);
+  const escape = (name: string) => pg.escapeIdentifier(name);
+  /** DETACH ... CONCURRENTLY / FINALIZE, waiting as long as DETACH_WAIT for readers, then the drop. */
+  const detachAndDrop = async (name: string, how: "CONCURRENTLY" | "FINALIZE") => {
+    await client.query(`SET lock_timeout = '${DETACH_WAIT}'`);
+    try {
+      await client.query(`ALTER TABLE lock_events DETACH PARTITION ${escape(name)} ${how}`);
+    } finally {
+      await client.query("SET lock_timeout = '2s'");
+    }
+    await dropDetached(name);
+  };
+  const dropDetached = async (name: string) => {
+    await client.query(`DROP TABLE ${escape(name)}`);
+    result.dropped.push(name);
+  };
   try {
-    // A stuck lock wait here must not hold anything up for long: give up and try next pass.
+    // Plain lock waits here give up soon and try next pass.
     await client.query("SET lock_timeout = '2s'");
     const { rows: got } = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_lock($1) AS ok", [RETENTION_LOCK]);
     if (!got[0]?.ok) return result;
     result.ran = true;
     try {
-      // A pass stopped between its two DETACH transactions leaves the partition
-      // half detached; its seqs were recorded before the detach began.
-      const { rows: pending } = await client.query<{ name: string }>(`SELECT name FROM lock_event_partitions WHERE detach_pending`);
-      for (const { name } of pending) {
-        await client.query(`ALTER TABLE lock_events DETACH PARTITION ${pg.escapeIdentifier(name)} FINALIZE`);
-        await client.query(`DROP TABLE ${pg.escapeIdentifier(name)}`);
-        result.dropped.push(name);
-      }
       if (retentionDays > 0) {
-        // EXPIRED_LEDGER_PARTITIONS: whole days before the window; no new event can land in
-        // one (an event's `at` is the clock when it was appended).
-        const { rows: expired } = await client.query<{ name: string }>(
-          `/* EXPIRED_LEDGER_PARTITIONS */
-           SELECT name FROM lock_event_partitions
-            WHERE NOT detach_pending AND to_at <= now() - make_interval(days => $1)
-            ORDER BY to_at`,
-          [retentionDays],
-        );
-        for (const { name } of expired) {
-          if (shouldStop()) break;
-          const partition = pg.escapeIdentifier(name);
-          // RECORD_PRUNED_THROUGH: each company's newest seq in the partition, one
-          // probe of its key per company, committed before the rows go. Only raised.
-          const recorded = await client.query(
-            `/* RECORD_PRUNED_THROUGH */
-             INSERT INTO lock_events_pruned AS p (company_id, through_seq)
-             SELECT c.id, m.seq FROM companies c
-               CROSS JOIN LATERAL (SELECT e.seq FROM ${partition} e WHERE e.company_id = c.id ORDER BY e.seq DESC LIMIT 1) m
-             ON CONFLICT (company_id) DO UPDATE SET through_seq = greatest(p.through_seq, excluded.through_seq), pruned_at = now()
-             WHERE p.through_seq < excluded.through_seq`,
+        try {
+          // LEFT_BEHIND_LEDGER_TABLES: tables a pass detached but could not drop (it
+          // died, or the drop timed out). They are no longer partitions, so nothing
+          // reads them; their seqs were recorded before the detach.
+          const { rows: orphans } = await client.query<{ name: string }>(
+            `/* LEFT_BEHIND_LEDGER_TABLES */
+             SELECT c.relname AS name FROM pg_class c
+              WHERE c.relkind = 'r' AND c.relnamespace = (SELECT l.relnamespace FROM pg_class l WHERE l.oid = 'lock_events'::regclass)
+                AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid)
+                AND (c.relname = 'lock_events_history'
+                     OR (c.relname ~ '^lock_events_[0-9]{8}$'
+                         AND to_date(substr(c.relname, 13), 'YYYYMMDD') + 1 <= (now() - make_interval(days => $1)) AT TIME ZONE 'UTC'))
+              ORDER BY c.relname`,
+            [retentionDays],
           );
-          result.companies += recorded.rowCount ?? 0;
-          await client.query(`ALTER TABLE lock_events DETACH PARTITION ${partition} CONCURRENTLY`);
-          await client.query(`DROP TABLE ${partition}`);
-          result.dropped.push(name);
+          for (const { name } of orphans) await dropDetached(name);
+          // A pass stopped between its two DETACH transactions leaves the partition
+          // detach-pending (new statements no longer see it); finished here.
+          const { rows: pending } = await client.query<{ name: string }>(`SELECT name FROM lock_event_partitions WHERE detach_pending`);
+          for (const { name } of pending) await detachAndDrop(name, "FINALIZE");
+          // EXPIRED_LEDGER_PARTITIONS: whole days before the window; no new event can land in
+          // one (an event's `at` is the clock when it was appended).
+          const { rows: expired } = await client.query<{ name: string }>(
+            `/* EXPIRED_LEDGER_PARTITIONS */
+             SELECT name FROM lock_event_partitions
+              WHERE NOT detach_pending AND to_at <= now() - make_interval(days => $1)
+              ORDER BY to_at`,
+            [retentionDays],
+          );
+          for (const { name } of expired) {
+            if (signal?.aborted) break;
+            // RECORD_PRUNED_THROUGH: each company's newest seq in the partition, one
+            // probe of its key per company, committed before the rows go. Only raised.
+            const recorded = await client.query(
+              `/* RECORD_PRUNED_THROUGH */
+               INSERT INTO lock_events_pruned AS p (company_id, through_seq)
+               SELECT c.id, m.seq FROM companies c
+                 CROSS JOIN LATERAL (SELECT e.seq FROM ${escape(name)} e WHERE e.company_id = c.id ORDER BY e.seq DESC LIMIT 1) m
+               ON CONFLICT (company_id) DO UPDATE SET through_seq = greatest(p.through_seq, excluded.through_seq), pruned_at = now()
+               WHERE p.through_seq < excluded.through_seq`,
+            );
+            result.companies += recorded.rowCount ?? 0;
+            await detachAndDrop(name, "CONCURRENTLY");
+          }
+        } catch (err) {
+          // One partition at a time can be detach-pending: the rest waits for the next pass.
+          if (!signal?.aborted) failed("dropping expired days", err);
         }
       }
-      result.created = await ensureLedgerPartitions(client);
+      try {
+        if (!signal?.aborted) result.created = await ensureLedgerPartitions(client);
+      } catch (err) {
+        if (!signal?.aborted) failed("making days ahead", err);
+      }
     } finally {
       await client.query("SELECT pg_advisory_unlock($1)", [RETENTION_LOCK]).catch(() => {});
     }
     return result;
   } finally {
+    signal?.removeEventListener("abort", stop);
     await client.end().catch(() => {});
   }
 }

@@ -57,15 +57,17 @@ export function tracesExporter(env: NodeJS.ProcessEnv = process.env): "otlp" | "
   if (exporters.includes("none")) return null;
   const unknown = exporters.filter((e) => e !== "otlp" && e !== "console");
   if (unknown.length) throw new ConfigError(`OTEL_TRACES_EXPORTER: Baton exports traces with otlp (over HTTP) or console, not ${unknown.join(", ")}`);
+  const otlp = exporters.includes("otlp") || (!exporters.includes("console") && Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim()));
+  if (!otlp) return exporters.includes("console") ? "console" : null;
+  // Only once traces are to go over OTLP: a protocol set for other signals (an operator's
+  // injected environment) must not stop a process that exports no traces.
   for (const name of ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"]) {
     const protocol = env[name]?.trim().toLowerCase();
     if (protocol && protocol !== "http/json" && protocol !== "http/protobuf") {
       throw new ConfigError(`${name}: Baton sends OTLP over HTTP (http/json), not ${protocol}; point it at the collector's HTTP port (4318)`);
     }
   }
-  if (exporters.includes("otlp")) return "otlp";
-  if (exporters.includes("console")) return "console";
-  return env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() ? "otlp" : null;
+  return "otlp";
 }
 
 /** The first line of what the SDK reports (its error handler hands over a whole error as JSON: its message only). */

@@ -46,14 +46,21 @@ CREATE TABLE "lock_events_pruned" (
 
 -- The ledger's partitions with their bounds, read from the catalog (never kept
 -- on the side, so it cannot disagree with what PostgreSQL routes rows to).
--- from_at is NULL for a partition that starts at MINVALUE.
-CREATE VIEW "lock_event_partitions" AS
-  SELECT c.relname::text AS name,
-         (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']*)''\)'))[1]::timestamptz AS from_at,
-         (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']*)''\)'))[1]::timestamptz AS to_at,
-         i.inhdetachpending AS detach_pending
+-- from_at is NULL for a partition that starts at MINVALUE. The bounds are
+-- printed by pg_get_expr in the session's TimeZone and DateStyle and parsed
+-- back, so the function fixes both (UTC, ISO): whatever the caller's
+-- settings, the text round-trips exactly.
+CREATE FUNCTION "baton_ledger_partitions"()
+    RETURNS TABLE ("name" text, "from_at" timestamptz, "to_at" timestamptz, "detach_pending" boolean)
+    LANGUAGE sql STABLE SET "TimeZone" = 'UTC' SET "DateStyle" = 'ISO, YMD' AS $$
+  SELECT c.relname::text,
+         (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']*)''\)'))[1]::timestamptz,
+         (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']*)''\)'))[1]::timestamptz,
+         i.inhdetachpending
     FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-   WHERE i.inhparent = 'lock_events'::regclass;
+   WHERE i.inhparent = 'lock_events'::regclass
+$$;
+CREATE VIEW "lock_event_partitions" AS SELECT * FROM baton_ledger_partitions();
 
 -- Makes sure partitions exist from the end of the newest one (or today) up to
 -- `ahead` days after today (UTC), so no append ever finds no partition. Each
@@ -61,7 +68,8 @@ CREATE VIEW "lock_event_partitions" AS
 -- UPDATE EXCLUSIVE on lock_events, so appends and reads go on meanwhile
 -- (CREATE TABLE ... PARTITION OF would take ACCESS EXCLUSIVE). Idempotent;
 -- concurrent callers queue on an advisory lock. Returns the partitions made.
-CREATE FUNCTION "baton_ensure_ledger_partitions"("ahead" int) RETURNS SETOF text LANGUAGE plpgsql AS $$
+CREATE FUNCTION "baton_ensure_ledger_partitions"("ahead" int) RETURNS SETOF text LANGUAGE plpgsql
+    SET "TimeZone" = 'UTC' SET "DateStyle" = 'ISO, YMD' AS $$
 DECLARE
   last_end timestamptz;
   day date;
