@@ -49,11 +49,10 @@ const keysInTurn = (companyId: string, limit: Sql) => sql`
  * and how many issues assigned to it its requests could take; `poolWant` is
  * how many unassigned issues the requests that include the pool could take.
  *
- * Invariant: no key's issues are taken beyond its room by `picked` or
- * `fill`, and nothing is locked that `got` does not return (a row locked and
- * not handed out would make a concurrent claimer pass it by). (`own` may
- * lock more of a limited key than its room; the statement hands out no more
- * than the room.)
+ * Invariant: no key's issues are taken beyond its room, and nothing is
+ * locked that `got` does not return (a row locked and not handed out would
+ * make a concurrent claimer pass it by), except a row found no longer
+ * claimable after its lock (a concurrent claim took it).
  *  - `turn`: the first `poolWant` + SPARE_KEYS keys in turn order. No key
  *    later in the order can be among the first `poolWant` issues: each of
  *    these keys' first issue comes before it.
@@ -64,9 +63,14 @@ const keysInTurn = (companyId: string, limit: Sql) => sql`
  *    round, every key in turn gives one.
  *  - `picked`: they are locked in that order, skipping rows that concurrent
  *    claimers hold and re-checked on their newest version, until `poolWant`.
- *  - `own`: each agent's own assigned issues, in plain claim order (priority,
- *    then age; issues_claimable_idx), in keys with room. They come before
- *    unassigned ones of the same priority.
+ *  - `own_ahead`, `own`: each agent's own assigned issues, in plain claim
+ *    order (priority, then age; issues_claimable_idx), in keys with room and
+ *    no more of a key than its room, looked at without locking (the agent's
+ *    first want + SPARE_KEYS), then locked in that order until the agent's
+ *    `want`. They come before unassigned ones of the same priority.
+ *  - `own_fill`: an agent still short because concurrent claims of the same
+ *    agent held what `own_ahead` looked at takes the rest in plain order from
+ *    keys without a limit.
  *  - `fill`: when concurrent claimers held so many of `ahead`'s rows that
  *    the pool is still short, the rest comes in plain claim order from keys
  *    without a limit: never a false "no issue" while such work waits, and
@@ -111,18 +115,55 @@ export const claimOrderCtes = (companyId: string, poolWant: Sql) => sql`
        WHERE l.concurrency_key = a.key AND ${claimableUnassigned("l")}
        LIMIT (SELECT want FROM pool)
     ),
+    own_ahead AS (
+      -- without locking: each agent's first own issues in plain claim order
+      -- (issues_claimable_idx), in keys with room, no more of a key than its room
+      SELECT l.agent_id, l.want, x.* FROM lists l CROSS JOIN LATERAL (
+        SELECT c.*, row_number() OVER (PARTITION BY c.key ORDER BY c.priority, c.created_at, c.id) AS nth FROM (
+          SELECT i.id, i.assignee_agent_id, i.concurrency_key AS key, k.max_active - k.active AS room, i.priority, i.created_at
+            FROM issues i LEFT JOIN concurrency_keys k ON k.company_id = i.company_id AND k.key = i.concurrency_key AND k.max_active IS NOT NULL
+           WHERE i.company_id = ${companyId}::uuid AND ${claimableBy("i", raw("l.agent_id"))}
+             AND (k.max_active IS NULL OR k.active < k.max_active)
+           -- issues_claimable_idx's order: the agent's own rows only (issues_pool_idx would pass every unassigned one)
+           ORDER BY i.assignee_agent_id, i.priority, i.created_at, i.id
+           LIMIT l.want + ${SPARE_KEYS}::int
+        ) c
+      ) x
+      WHERE x.room IS NULL OR x.nth <= x.room
+    ),
     own AS (
+      -- own_ahead's rows in claim order, each locked by its primary key as it
+      -- comes (SKIP LOCKED) and re-checked on its newest version, until each
+      -- agent has its \`want\` (as \`picked\` does for the pool)
       SELECT o.* FROM lists l CROSS JOIN LATERAL (
-        SELECT i.id, i.assignee_agent_id, i.concurrency_key AS key, k.max_active - k.active AS room, 0 AS phase, i.priority,
-               0::bigint AS j, 0::bigint AS turn_no, i.created_at
-          FROM issues i LEFT JOIN concurrency_keys k ON k.company_id = i.company_id AND k.key = i.concurrency_key AND k.max_active IS NOT NULL
-         WHERE i.company_id = ${companyId}::uuid AND ${claimableBy("i", raw("l.agent_id"))}
-           AND (k.max_active IS NULL OR k.active < k.max_active)
-         -- issues_claimable_idx's order: the agent's own rows only (issues_pool_idx would pass every unassigned one)
-         ORDER BY i.assignee_agent_id, i.priority, i.created_at, i.id
+        SELECT lk.id, lk.assignee_agent_id, a.key, a.room, 0 AS phase, a.priority, 0::bigint AS j, 0::bigint AS turn_no, a.created_at
+          FROM (SELECT * FROM own_ahead x WHERE x.agent_id = l.agent_id ORDER BY x.priority, x.created_at, x.id) a
+         CROSS JOIN LATERAL (
+           SELECT i.* FROM issues i WHERE i.id = a.id
+            LIMIT 1 -- (also keeps the conditions below out of this lookup)
+              FOR UPDATE SKIP LOCKED
+         ) lk
+         WHERE lk.concurrency_key = a.key AND ${claimableBy("lk", raw("l.agent_id"))}
          LIMIT l.want
-           FOR UPDATE OF i SKIP LOCKED
       ) o
+    ),
+    own_fill AS (
+      -- when concurrent claimers of the same agent held so many of own_ahead's
+      -- rows that an agent is still short: the rest in plain claim order, from
+      -- keys without a limit (never a false "no issue" while such work waits)
+      SELECT f.* FROM lists l CROSS JOIN LATERAL (
+        SELECT i.id, i.assignee_agent_id, i.concurrency_key AS key, NULL::int AS room, 1 AS phase, i.priority,
+               0::bigint AS j, 0::bigint AS turn_no, i.created_at
+          FROM issues i
+         WHERE i.company_id = ${companyId}::uuid AND ${claimableBy("i", raw("l.agent_id"))}
+           AND i.id NOT IN (SELECT o.id FROM own o)
+           AND (i.concurrency_key = '' OR NOT EXISTS (SELECT 1 FROM concurrency_keys k
+                            WHERE k.company_id = i.company_id AND k.key = i.concurrency_key AND k.max_active IS NOT NULL))
+         ORDER BY i.assignee_agent_id, i.priority, i.created_at, i.id
+         LIMIT l.want - (SELECT count(*) FROM own o WHERE o.assignee_agent_id = l.agent_id)::int
+           FOR UPDATE OF i SKIP LOCKED
+      ) f
+      WHERE l.want > (SELECT count(*) FROM own o WHERE o.assignee_agent_id = l.agent_id)
     ),
     fill AS (
       SELECT f.* FROM pool CROSS JOIN LATERAL (
@@ -141,7 +182,7 @@ export const claimOrderCtes = (companyId: string, poolWant: Sql) => sql`
       WHERE pool.want > (SELECT count(*) FROM picked)
     ),
     got AS (
-      SELECT * FROM own UNION ALL SELECT * FROM picked UNION ALL SELECT * FROM fill
+      SELECT * FROM own UNION ALL SELECT * FROM own_fill UNION ALL SELECT * FROM picked UNION ALL SELECT * FROM fill
     )`;
 
 /** The order `got`'s issues are handed out in, for ORDER BY (alias: a row of got). */

@@ -232,6 +232,29 @@ describe("concurrency keys", () => {
     expect(longestStretch(keys, { A: 4, B: 5, "-": 5 })).toBe(1);
   });
 
+  // Found by the executable model (src/model): the agent's own issues were taken `want` at a time
+  // before key room was applied, so a batch handed out fewer than one claim after another would.
+  it("a batch or a group of one agent's own issues takes what claims one after another would: no more of a key than its room, and the rest from other keys", async () => {
+    const co = await createCompany(h, 1);
+    const agent = co.agents[0]!;
+    const [a, b, c] = await createIssues(co, [
+      { title: "a", concurrencyKey: "K", assigneeAgentId: agent.id },
+      { title: "b", concurrencyKey: "K", assigneeAgentId: agent.id },
+      { title: "c", assigneeAgentId: agent.id },
+    ]);
+    await setLimit(co, "K", 1);
+    const batch = (await data<{ claimIssues: { issues: IssueRow[] } }>(agent.client, CLAIM_MANY, { r: await startRun(agent.client), n: 2 })).claimIssues.issues;
+    expect(batch.map((i) => i.id)).toEqual([a!.id, c!.id]);
+    // The same through a group: concurrent claimIssue calls of one agent, answered by one statement.
+    await h.sql("UPDATE issues SET status = 'OPEN', checkout_run_id = NULL, claimed_at = NULL WHERE company_id = $1", [co.id]);
+    expect((await keyCounters(co.id)).map((k) => k.active)).toEqual([0]);
+    const runId = await startRun(agent.client);
+    const answers = await race(2, () => claim(agent.client, runId));
+    const ids = answers.map((r) => (r.__typename === "IssueClaimed" ? (r as { issue: IssueRow }).issue.id : r.__typename));
+    expect(ids.sort()).toEqual([a!.id, c!.id].sort());
+    expect(b).toBeDefined();
+  });
+
   it("priority still wins over turns: a CRITICAL issue of a busy key goes before a LOW one of an idle key", async () => {
     const co = await createCompany(h, 1);
     await createIssues(co, [
