@@ -44,7 +44,7 @@ export function corsOption(origins: readonly string[]) {
       origin: [origin],
       credentials: false,
       methods: ["GET", "POST"],
-      allowedHeaders: ["authorization", "content-type", "accept", "traceparent"],
+      allowedHeaders: ["authorization", "content-type", "accept", "traceparent", "tracestate"],
       maxAge: 600,
     };
   };

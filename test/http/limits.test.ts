@@ -290,6 +290,8 @@ describe("headers", () => {
     expect(allowed.headers.get("access-control-allow-origin")).toBe(ALLOWED_ORIGIN);
     expect(allowed.headers.get("access-control-allow-credentials")).toBeNull();
     expect(allowed.headers.get("access-control-allow-headers")).toMatch(/authorization/);
+    // a browser page that traces may send its trace context (docs/operations.md, Tracing)
+    expect(allowed.headers.get("access-control-allow-headers")).toMatch(/traceparent.*tracestate/);
   });
 
   it("every answer carries the security headers, and a malformed body is refused without the parser's words", async () => {
