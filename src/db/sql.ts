@@ -115,9 +115,7 @@ export const stampEvent = (alias: string, onlyWhen?: string): string =>
  * baton_event_seq refuses a source row whose issue was not stamped
  * (stampEvent) by this transaction, so the per-issue order cannot be
  * forgotten. A transaction appends in one statement only: a second would
- * reuse positions. The stamp refuses it for an issue the first stamped; the
- * day-partitioned ledger's key (company_id, seq, at) no longer refuses it
- * for another issue, so every caller must keep to one append.
+ * reuse positions, and baton_event_seq refuses it (baton_first_append).
  */
 export const appendEvents = (source: string): Sql =>
   raw(`

@@ -12,7 +12,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createInProcessBus } from "../../src/events/bus.js";
-import { appendEvents, sql } from "../../src/db/sql.js";
+import { appendEvents, raw, sql, stampEvent } from "../../src/db/sql.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
 import { ADMIN_DATABASE_URL } from "../helpers/db.js";
@@ -147,6 +147,31 @@ it("a statement that appends an event for an issue it did not stamp fails, and c
     SELECT (SELECT list FROM events) AS events`;
   await expect(h.db.prisma.$queryRaw(forgetful)).rejects.toThrow(/did not stamp/);
   expect(await h.snapshot()).toEqual(before);
+});
+
+it("a transaction that appends in two statements fails at the second, and changes nothing: the second would reuse the first's seqs", async () => {
+  const co = await createCompany(h, 1);
+  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, { inputs: [{ title: "one" }, { title: "two" }] });
+  const before = await h.snapshot();
+  const block = (issueId: string) => sql`
+    WITH changed AS (
+      UPDATE issues i SET status = 'BLOCKED', ${raw(stampEvent("i"))}, updated_at = now() WHERE i.id = ${issueId}::uuid
+      RETURNING i.*, 'STATUS_CHANGED' AS ev_kind, NULL::uuid AS ev_run_id, NULL::uuid AS ev_agent_id, 'OPEN -> BLOCKED'::text AS ev_reason
+    ),
+    ${appendEvents("changed")}
+    SELECT (SELECT list FROM events) AS events`;
+  // Two appending statements in one transaction: refused, and the whole transaction with them.
+  await expect(
+    h.db.prisma.$transaction(async (tx) => {
+      await tx.$queryRaw(block(createIssues[0]!.id));
+      await tx.$queryRaw(block(createIssues[1]!.id));
+    }),
+  ).rejects.toThrow(/appended lock events in two statements/);
+  expect(await h.snapshot()).toEqual(before);
+  // One statement for both is fine, and so is one per transaction.
+  await h.db.prisma.$queryRaw(block(createIssues[0]!.id));
+  await h.db.prisma.$queryRaw(block(createIssues[1]!.id));
+  expect((await h.ledgerSeqs(co.id)).length).toBe(2);
 });
 
 it("a transaction open in another database of the cluster holds nothing back: it cannot write this ledger", async () => {

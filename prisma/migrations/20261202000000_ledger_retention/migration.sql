@@ -111,3 +111,26 @@ SELECT count(*) FROM baton_ensure_ledger_partitions(7);
 
 -- Finished runs, oldest first: what run retention deletes (in batches).
 CREATE INDEX "heartbeat_runs_finished_idx" ON "heartbeat_runs"("finished_at") WHERE "status" <> 'RUNNING';
+
+-- One appending statement per transaction. The primary key used to refuse a
+-- second statement's events (it would reuse positions 0, 1, ... and so seqs);
+-- with `at` in the key it no longer does, so the seq function refuses it: the
+-- first event of a statement (position 0) checks that no earlier statement of
+-- this transaction appended, and marks the transaction. One call per
+-- statement, not per event.
+CREATE FUNCTION "baton_first_append"() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting('baton.appended_in', true) = pg_current_xact_id()::text THEN
+    RAISE EXCEPTION 'a transaction appended lock events in two statements'
+      USING HINT = 'append all of a transaction''s events in one statement (docs/events.md)';
+  END IF;
+  PERFORM set_config('baton.appended_in', pg_current_xact_id()::text, true);
+  RETURN true;
+END $$;
+
+CREATE OR REPLACE FUNCTION "baton_event_seq"("stamp" xid8, "position" bigint) RETURNS bigint LANGUAGE sql VOLATILE AS $$
+  SELECT CASE WHEN stamp = pg_current_xact_id() AND position >= 0 AND position < 1048576
+               AND (position > 0 OR baton_first_append())
+              THEN stamp::text::bigint * 1048576 + position
+              ELSE baton_bad_event(stamp, position) END
+$$;
