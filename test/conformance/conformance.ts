@@ -1,0 +1,732 @@
+// Model-based conformance (issue 17, part 3): fast-check generates a company
+// and a sequence of commands (fc.commands); each command runs through the
+// model (src/model/) and through the real verbs (adapter.ts), and the answers
+// and the company's state (issues, runs, and each issue's events in order)
+// must agree after every command. A `pair` runs two commands at once on two
+// connections, optionally behind a gate that holds the company's run rows
+// until both are in flight (so one statement takes its snapshot while the
+// other is waiting, as in the races the SQL guards against); the real outcome
+// must be the model's for one of the two serial orders (linearizability; a
+// sweep, several statements, counts as its parts: see `parts`).
+// A failure is shrunk by fast-check to a minimal sequence, printed as a
+// replayable test (`replay` below).
+import fc from "fast-check";
+import { apply, claimCandidates, describe, EXPECTED_CHOICES, boardUpdates, initialState, isExpired, isLive } from "../../src/model/index.js";
+import type { Command, Event, InitialStateInput, IssueInput, IssueStatus, State, UpdateIssueInput } from "../../src/model/index.js";
+import { bindNewRuns, normAnswer, normModelState, UNKNOWN_ISSUE, UNKNOWN_RUN } from "./adapter.js";
+import type { Names, NormAnswer, NormState, RealAnswer, RealWorld, Sequence } from "./adapter.js";
+
+// ---- what a sequence is made of ----
+
+/** A run as a generated command names it: the agent's latest run (back 0) or the one before, another agent's, or none. */
+export type RunRef = { back: number } | "foreign" | "unknown";
+/** An abstract command: agent verbs name an agent, a RunRef and issue indexes (mod the company's issue count, or -1: unknown). */
+export type Abstract =
+  | { verb: "startRun"; agent: string }
+  | { verb: "heartbeatRun" | "claimNext"; agent: string; run: RunRef; includeUnassigned?: boolean }
+  | { verb: "finishRun"; agent: string; run: RunRef; status: "SUCCEEDED" | "FAILED" | "CANCELLED" | "TIMED_OUT" | "RUNNING" }
+  | { verb: "claimById"; agent: string; run: RunRef; issue: number; expected?: readonly IssueStatus[] }
+  | { verb: "claimIssues"; agent: string; run: RunRef; limit: number; includeUnassigned: boolean; acquireExecution: boolean }
+  | { verb: "acquireExecution"; agent: string; run: RunRef; issue: number }
+  | { verb: "releaseIssue"; agent: string; run: RunRef; issue: number; outcome: "DONE" | "BLOCKED" | "FAILED" | "REQUEUE"; reason?: string }
+  | { verb: "releaseIssues"; agent: string; run: RunRef; issues: number[]; outcome: "DONE" | "BLOCKED" | "FAILED" | "REQUEUE" }
+  | { verb: "forceReleaseIssue"; issue: number }
+  | { verb: "updateIssue"; issue: number; input: UpdateIssueInput }
+  | { verb: "runHeartbeat" }
+  | { verb: "tick"; by: number }
+  | { verb: "sweep" };
+
+/** A step as it ran, with model names: what a replayable test lists. */
+export type Concrete = { one: Command } | { pair: [Command, Command]; gate: boolean };
+
+export interface Scenario {
+  initial: InitialStateInput;
+  /** The unassigned pool's one key (the model leaves out turns between keys: see `poolKey`). */
+  poolKey: string | null;
+  steps: Concrete[];
+}
+
+export const AGENTS = ["A", "B"] as const;
+
+// ---- resolving an abstract command against the model's state ----
+
+function resolveRun(s: State, agent: string, ref: RunRef): string {
+  if (ref === "unknown") return UNKNOWN_RUN;
+  if (ref === "foreign") {
+    const other = s.runs.filter((r) => r.agentId !== agent).at(-1);
+    return other?.id ?? UNKNOWN_RUN;
+  }
+  const own = s.runs.filter((r) => r.agentId === agent);
+  return own[own.length - 1 - ref.back]?.id ?? UNKNOWN_RUN;
+}
+
+const resolveIssue = (s: State, n: number) => (n < 0 ? UNKNOWN_ISSUE : s.issues[n % s.issues.length]!.id);
+
+export function resolve(s: State, a: Abstract): Command {
+  switch (a.verb) {
+    case "startRun":
+      return { verb: "startRun", agentId: a.agent };
+    case "heartbeatRun":
+      return { verb: "heartbeatRun", agentId: a.agent, runId: resolveRun(s, a.agent, a.run) };
+    case "claimNext":
+      return { verb: "claimIssue", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), includeUnassigned: a.includeUnassigned ?? false };
+    case "finishRun":
+      return { verb: "finishRun", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), status: a.status };
+    case "claimById": {
+      const c: Command = { verb: "claimIssue", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), issueId: resolveIssue(s, a.issue) };
+      return a.expected === undefined ? c : { ...c, expectedStatuses: [...a.expected] };
+    }
+    case "claimIssues":
+      return {
+        verb: "claimIssues",
+        agentId: a.agent,
+        runId: resolveRun(s, a.agent, a.run),
+        limit: a.limit,
+        includeUnassigned: a.includeUnassigned,
+        acquireExecution: a.acquireExecution,
+      };
+    case "acquireExecution":
+      return { verb: "acquireExecution", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), issueId: resolveIssue(s, a.issue) };
+    case "releaseIssue": {
+      const c: Command = { verb: "releaseIssue", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), issueId: resolveIssue(s, a.issue), outcome: a.outcome };
+      return a.reason === undefined ? c : { ...c, reason: a.reason };
+    }
+    case "releaseIssues":
+      return { verb: "releaseIssues", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), issueIds: a.issues.map((n) => resolveIssue(s, n)), outcome: a.outcome };
+    case "forceReleaseIssue":
+      return { verb: "forceReleaseIssue", issueId: resolveIssue(s, a.issue), reason: "operator" };
+    case "updateIssue":
+      return { verb: "updateIssue", issueId: resolveIssue(s, a.issue), input: a.input };
+    case "runHeartbeat":
+      return { verb: "runHeartbeat" };
+    case "tick":
+      return { verb: "tick", by: a.by };
+    case "sweep":
+      return { verb: "sweep" };
+  }
+}
+
+/**
+ * What the model can stand for: it leaves out fair turns between keys (a key
+ * only has a limit), which decide the order only between unassigned issues of
+ * different keys (an agent's own issues go oldest first whatever their key).
+ * So every unassigned issue stays in the sequence's pool key; an update that
+ * would break that is not run.
+ */
+export function modelled(s: State, poolKey: string | null, c: Command): boolean {
+  if (c.verb !== "updateIssue") return true;
+  const issue = s.issues.find((i) => i.id === c.issueId);
+  if (!issue) return true;
+  const assignee = c.input.assigneeAgentId === undefined ? issue.assigneeAgentId : c.input.assigneeAgentId;
+  const key = c.input.concurrencyKey === undefined ? issue.concurrencyKey : c.input.concurrencyKey;
+  return assignee !== null || key === poolKey;
+}
+
+// ---- the arbitraries ----
+
+const agentArb = fc.constantFrom(...AGENTS);
+const runArb: fc.Arbitrary<RunRef> = fc.oneof(
+  { weight: 12, arbitrary: fc.constant({ back: 0 }) },
+  { weight: 3, arbitrary: fc.constant({ back: 1 }) },
+  { weight: 1, arbitrary: fc.constant<RunRef>("foreign") },
+  { weight: 1, arbitrary: fc.constant<RunRef>("unknown") },
+);
+const issueArb = fc.oneof({ weight: 15, arbitrary: fc.integer({ min: 0, max: 3 }) }, { weight: 1, arbitrary: fc.constant(-1) });
+const outcomeArb = fc.constantFrom("DONE", "BLOCKED", "FAILED", "REQUEUE") as fc.Arbitrary<"DONE" | "BLOCKED" | "FAILED" | "REQUEUE">;
+export const UPDATES: readonly UpdateIssueInput[] = boardUpdates([...AGENTS], [1, 2, 3], [null, "k1", "k2"]);
+
+/**
+ * Every agent and board verb, and time: the alphabet of one step. Each half of
+ * a pair has the same alphabet but for tick (time is not a statement) and
+ * runHeartbeat: the scheduler tick is several statements (find the agents with
+ * work, start a run, claim, finish the run if it got nothing: "another tick,
+ * or the agent itself, may have been faster"), not one atomic step, so beside
+ * a concurrent claim it may end with a run that got nothing, which no serial
+ * order of the model's tick gives.
+ */
+export function abstractArb(alone: boolean): fc.Arbitrary<Abstract> {
+  const arbs: fc.WeightedArbitrary<Abstract>[] = [
+    { weight: 4, arbitrary: agentArb.map((agent): Abstract => ({ verb: "startRun", agent })) },
+    { weight: 2, arbitrary: fc.record({ agent: agentArb, run: runArb }).map((r): Abstract => ({ verb: "heartbeatRun", ...r })) },
+    {
+      weight: 2,
+      arbitrary: fc
+        .record({ agent: agentArb, run: runArb, status: fc.constantFrom("SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT", "SUCCEEDED", "RUNNING") })
+        .map((r): Abstract => ({ verb: "finishRun", ...r }) as Abstract),
+    },
+    { weight: 4, arbitrary: fc.record({ agent: agentArb, run: runArb, includeUnassigned: fc.boolean() }).map((r): Abstract => ({ verb: "claimNext", ...r })) },
+    {
+      weight: 4,
+      arbitrary: fc
+        .record({ agent: agentArb, run: runArb, issue: issueArb, expected: fc.constantFrom(...EXPECTED_CHOICES) })
+        .map((r): Abstract => ({ verb: "claimById", agent: r.agent, run: r.run, issue: r.issue, ...(r.expected === undefined ? {} : { expected: r.expected }) })),
+    },
+    {
+      weight: 3,
+      arbitrary: fc
+        .record({ agent: agentArb, run: runArb, limit: fc.integer({ min: 1, max: 3 }), includeUnassigned: fc.boolean(), acquireExecution: fc.boolean() })
+        .map((r): Abstract => ({ verb: "claimIssues", ...r })),
+    },
+    { weight: 4, arbitrary: fc.record({ agent: agentArb, run: runArb, issue: issueArb }).map((r): Abstract => ({ verb: "acquireExecution", ...r })) },
+    {
+      weight: 4,
+      arbitrary: fc
+        .record({ agent: agentArb, run: runArb, issue: issueArb, outcome: outcomeArb, reason: fc.constantFrom(undefined, "tests red") })
+        .map((r): Abstract => ({ verb: "releaseIssue", agent: r.agent, run: r.run, issue: r.issue, outcome: r.outcome, ...(r.reason ? { reason: r.reason } : {}) })),
+    },
+    {
+      weight: 1,
+      arbitrary: fc
+        .record({ agent: agentArb, run: runArb, issues: fc.uniqueArray(issueArb, { minLength: 1, maxLength: 3 }), outcome: outcomeArb })
+        .map((r): Abstract => ({ verb: "releaseIssues", ...r })),
+    },
+    { weight: 1, arbitrary: issueArb.map((issue): Abstract => ({ verb: "forceReleaseIssue", issue })) },
+    { weight: 2, arbitrary: fc.record({ issue: issueArb, input: fc.constantFrom(...UPDATES) }).map((r): Abstract => ({ verb: "updateIssue", ...r })) },
+    { weight: 2, arbitrary: fc.constant<Abstract>({ verb: "sweep" }) },
+  ];
+  if (alone) arbs.push({ weight: 1, arbitrary: fc.constant<Abstract>({ verb: "runHeartbeat" }) });
+  if (alone) arbs.push({ weight: 4, arbitrary: fc.integer({ min: 1, max: 2 }).map((by): Abstract => ({ verb: "tick", by })) });
+  return fc.oneof(...arbs);
+}
+
+/** A company: agents A and B, 2–4 issues, keys k1 and k2 perhaps with limits, a lease of 1 or 2 clock units. */
+export const initialArb: fc.Arbitrary<{ initial: InitialStateInput; poolKey: string | null }> = fc
+  .record({
+    poolKey: fc.constantFrom<string | null>(null, null, "k1"),
+    leaseLength: fc.constantFrom(1, 2, 2),
+    k1: fc.constantFrom<number | undefined>(undefined, 1, 2),
+    k2: fc.constantFrom<number | undefined>(undefined, 1),
+    issues: fc.array(
+      fc.record({
+        assignee: fc.constantFrom<string | null>("A", "A", "B", null),
+        key: fc.constantFrom<string | null>(null, "k1", "k2"),
+        status: fc.constantFrom<"OPEN" | "BACKLOG">("OPEN", "OPEN", "OPEN", "BACKLOG"),
+        priority: fc.constantFrom("MEDIUM", "MEDIUM", "HIGH", "LOW") as fc.Arbitrary<"MEDIUM" | "HIGH" | "LOW">,
+        maxAttempts: fc.constantFrom(1, 2, 2, 3),
+      }),
+      { minLength: 2, maxLength: 4 },
+    ),
+  })
+  .map(({ poolKey, leaseLength, k1, k2, issues }) => {
+    const limits: Record<string, number> = {};
+    if (k1 !== undefined) limits.k1 = k1;
+    if (k2 !== undefined) limits.k2 = k2;
+    const inputs: IssueInput[] = issues.map((i, n) => ({
+      id: `i${n + 1}`,
+      status: i.status,
+      priority: i.priority,
+      assigneeAgentId: i.assignee,
+      concurrencyKey: i.assignee === null ? poolKey : i.key,
+      maxAttempts: i.maxAttempts,
+    }));
+    return { initial: { agents: [...AGENTS], issues: inputs, limits, leaseLength }, poolKey };
+  });
+
+// ---- running a step on both sides ----
+
+/** The model side of a sequence as it runs. */
+export interface ModelBox {
+  state: State;
+  events: Event[];
+  scenario: Scenario;
+  reached: Reached;
+  /** Leave out pairs of a known, not yet fixed race (KNOWN_RACES). */
+  skipKnown: boolean;
+}
+
+/** How often the historical bugs' situations came up (part 4). */
+export interface Reached {
+  /** A pair: an adoption of a dead, still-RUNNING holder's issue while the other command times that holder out. */
+  adoptWhileTimedOut: number;
+  /** The same, with the gate: the adoption waits on the holder's row while the other statement writes it. */
+  adoptWhileTimedOutGated: number;
+  /** A batch claim by a run that has just been finished, with claimable work left (in sequence). */
+  batchByFinishedRun: number;
+  /** A batch claim racing the finishRun of its own run (a pair). */
+  batchRacingFinish: number;
+}
+export const noneReached = (): Reached => ({ adoptWhileTimedOut: 0, adoptWhileTimedOutGated: 0, batchByFinishedRun: 0, batchRacingFinish: 0 });
+
+export class Mismatch extends Error {
+  override name = "Mismatch";
+}
+
+const json = (x: unknown) => JSON.stringify(x);
+
+function compare(what: string, model: unknown, real: unknown): string | null {
+  return json(model) === json(real) ? null : `${what}\n    model: ${json(model)}\n    real:  ${json(real)}`;
+}
+
+const sortedKeys = <T>(r: Record<string, T>): Record<string, T> => Object.fromEntries(Object.entries(r).sort(([a], [b]) => (a < b ? -1 : 1)));
+
+function stateDiff(model: NormState, real: NormState): string | null {
+  return (
+    compare("issues", model.issues, real.issues) ??
+    compare("runs", model.runs, real.runs) ??
+    compare("events", sortedKeys(model.events), sortedKeys(real.events))
+  );
+}
+
+/**
+ * The model's possible steps for one command alone. runHeartbeat serves its
+ * agents concurrently in the SQL (schedulerTick.ts) and one after another in
+ * the model, which is one of those interleavings: with a key limit, which
+ * agent is served first decides who gets the key's last slot. So each order of
+ * the agents is a possible step.
+ */
+function modelSteps(s: State, c: Command) {
+  if (c.verb !== "runHeartbeat") return [apply(s, c)];
+  const orders = s.agents.length === 2 ? [[...s.agents], [...s.agents].reverse()] : [[...s.agents]];
+  return orders.map((agents) => {
+    const step = apply({ ...s, agents }, c);
+    return { ...step, state: { ...step.state, agents: s.agents } };
+  });
+}
+
+/** One command alone, on instance 0. */
+export async function runOne(m: ModelBox, seq: Sequence, c: Command): Promise<void> {
+  noteReached(m, { one: c });
+  m.scenario.steps.push({ one: c });
+  const real = await seq.exec(c);
+  const diffs: string[] = [];
+  for (const step of modelSteps(m.state, c)) {
+    const names = seq.names.clone();
+    bindNewRuns(names, step.answer, real);
+    const events = [...m.events, ...step.events];
+    const answerDiff = compare(`answer of ${describe(c)}`, normAnswer(step.answer, (id) => id), normAnswer(real, (id) => names.model(id)));
+    const diff = answerDiff ?? stateDiff(normModelState(step.state, events), await seq.state(names));
+    if (!diff) {
+      m.state = step.state;
+      m.events = events;
+      seq.names = names;
+      return;
+    }
+    diffs.push(diff);
+  }
+  throw new Mismatch(diffs.join("\n  or "));
+}
+
+/** The gate holds the company's run rows until both commands are done or waiting on a lock (at most `deadlineMs`). */
+async function gateUntilInFlight(seq: Sequence, settled: () => [boolean, boolean], deadlineMs = 2000): Promise<void> {
+  const admin = seq.world.admin;
+  const until = Date.now() + deadlineMs;
+  while (Date.now() < until) {
+    await admin.query("SELECT pg_stat_clear_snapshot()");
+    const { rows } = await admin.query<{ app: string }>(
+      "SELECT DISTINCT application_name AS app FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name LIKE 'baton-conformance-_'",
+    );
+    const waiting = new Set(rows.map((r) => r.app));
+    const done = settled();
+    if ((done[0] || waiting.has("baton-conformance-0")) && (done[1] || waiting.has("baton-conformance-1"))) return;
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+/** Two commands at once, on two connections: the real outcome must be the model's for one of the two orders. */
+export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command, gate: boolean): Promise<void> {
+  noteReached(m, { pair: [a, b], gate });
+  m.scenario.steps.push({ pair: [a, b], gate });
+  const admin = seq.world.admin;
+  if (gate) {
+    await admin.query("BEGIN");
+    await admin.query("SELECT id FROM heartbeat_runs WHERE company_id = $1 ORDER BY id FOR UPDATE", [seq.companyId]);
+  }
+  const done: [boolean, boolean] = [false, false];
+  const pa = seq.exec(a, 0).finally(() => void (done[0] = true));
+  const pb = seq.exec(b, 1).finally(() => void (done[1] = true));
+  if (gate) {
+    try {
+      await gateUntilInFlight(seq, () => done);
+    } finally {
+      await admin.query("COMMIT");
+    }
+  }
+  // both settle before anything else runs (a rejected one must not leave the other in flight)
+  const settled = await Promise.allSettled([pa, pb]);
+  for (const r of settled) if (r.status === "rejected") throw r.reason;
+  const [ra, rb] = settled.map((r) => (r as PromiseFulfilledResult<RealAnswer>).value) as [RealAnswer, RealAnswer];
+  const diffs: string[] = [];
+  if (a.verb === "sweep" && b.verb === "sweep") {
+    // Two sweepers share the work (each step takes rows SKIP LOCKED, batch by batch): their counts add up
+    // to one sweep's, and the state is one sweep's (docs/invariants.md, 8).
+    const step = apply(m.state, a);
+    const sum = (x: RealAnswer, y: RealAnswer) => ({
+      __typename: "SweepCounts",
+      timedOutRuns: x.timedOutRuns + y.timedOutRuns,
+      recoveredIssues: x.recoveredIssues + y.recoveredIssues,
+      escalatedIssues: x.escalatedIssues + y.escalatedIssues,
+    });
+    const events = [...m.events, ...step.events];
+    const diff =
+      compare("the two sweeps' counts together", normAnswer(step.answer, (id) => id), normAnswer(sum(ra, rb), (id) => id)) ??
+      stateDiff(normModelState(step.state, events), await seq.state());
+    if (diff) throw new Mismatch(diff);
+    m.state = step.state;
+    m.events = events;
+    return;
+  }
+  const cmds = [a, b];
+  const reals: RealAnswer[] = [ra, rb];
+  const shown = (order: Part[]) => order.map((p) => `${p.k === 0 ? "first" : "second"}${p.kind === "whole" ? "" : ` (${p.kind})`}`).join(", ");
+  const candidates = interleavings(parts(a, 0), parts(b, 1)).flatMap((order) => subsets(passable(a, b)).map((skip) => ({ order, skip })));
+  for (const { order, skip } of candidates) {
+    const names: Names = seq.names.clone();
+    let s = m.state;
+    const events: Event[] = [...m.events];
+    const answers: NormAnswer[] = [];
+    const models: NormAnswer[] = [];
+    const counts = [
+      { __typename: "SweepCounts" as const, timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0 },
+      { __typename: "SweepCounts" as const, timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0 },
+    ];
+    for (const { k, kind } of order) {
+      if (kind === "time-outs") {
+        const expired = s.runs.filter((r) => isExpired(r, s.clock));
+        counts[k]!.timedOutRuns += expired.length;
+        s = { ...s, runs: s.runs.map((r) => (isExpired(r, s.clock) ? { ...r, status: "TIMED_OUT" as const, finishedAt: s.clock } : r)) };
+        continue;
+      }
+      const step = kind === "recovery" ? recoveryPassingOver(s, skip) : applyAllowingSkips(s, cmds[k]!, cmds[1 - k]!, reals[k]!, names);
+      bindNewRuns(names, step.answer, reals[k]!);
+      s = step.state;
+      events.push(...step.events);
+      if (kind === "recovery" && step.answer.__typename === "SweepCounts") {
+        counts[k]!.timedOutRuns += step.answer.timedOutRuns;
+        counts[k]!.recoveredIssues += step.answer.recoveredIssues;
+        counts[k]!.escalatedIssues += step.answer.escalatedIssues;
+        models[k] = normAnswer(counts[k]!, (id) => id);
+      } else {
+        models[k] = normAnswer(step.answer, (id) => id);
+      }
+    }
+    for (const k of [0, 1]) answers[k] = normAnswer(reals[k]!, (id) => names.model(id));
+    const diff =
+      compare(`answer of ${describe(a)}`, models[0], answers[0]) ??
+      compare(`answer of ${describe(b)}`, models[1], answers[1]) ??
+      stateDiff(normModelState(s, events), await seq.state(names));
+    if (!diff) {
+      m.state = s;
+      m.events = events;
+      seq.names = names;
+      return;
+    }
+    diffs.push(`in the order ${shown(order)}${skip.length ? ` (the sweep passing over ${skip.join(", ")})` : ""}: ${diff}`);
+  }
+  throw new Mismatch(`no serial order of the pair explains what the database did:\n  ${diffs.join("\n  ")}`);
+}
+
+/**
+ * The atomic parts of a command, as the SQL runs it. Each verb is one
+ * statement (or one transaction), but a sweep is several: it times out the
+ * expired runs, then recovers the locks of dead runs and escalates (sweep.ts),
+ * and another statement may come between. (Recovery and escalation are taken
+ * as one part: the model's sweep does both.)
+ */
+interface Part { k: 0 | 1; kind: "whole" | "time-outs" | "recovery" }
+const parts = (c: Command, k: 0 | 1): Part[] => (c.verb === "sweep" ? [{ k, kind: "time-outs" }, { k, kind: "recovery" }] : [{ k, kind: "whole" }]);
+
+/**
+ * The issues a sweep beside `other` may pass over: its recovery and escalation
+ * lock issue rows FOR UPDATE SKIP LOCKED, so a row the other statement holds
+ * at that instant is left for the next sweep (sweep.ts). That is the rows the
+ * other command names.
+ */
+function passable(a: Command, b: Command): string[] {
+  if (a.verb === "sweep" && b.verb !== "sweep") return namedIssues(b);
+  if (b.verb === "sweep" && a.verb !== "sweep") return namedIssues(a);
+  return [];
+}
+
+const subsets = (xs: string[]): string[][] => xs.reduce<string[][]>((acc, x) => [...acc, ...acc.map((sub) => [...sub, x])], [[]]);
+
+/** The model's sweep (recovery and escalation; the time-outs are done) leaving the issues in `skip` as they are. */
+function recoveryPassingOver(s: State, skip: string[]) {
+  if (skip.length === 0) return apply(s, { verb: "sweep" });
+  const hidden: State = { ...s, issues: s.issues.map((i) => (skip.includes(i.id) ? { ...i, status: "DONE" as const, checkoutRunId: null, executionRunId: null } : i)) };
+  const step = apply(hidden, { verb: "sweep" });
+  return { ...step, state: { ...step.state, issues: step.state.issues.map((i) => (skip.includes(i.id) ? s.issues.find((o) => o.id === i.id)! : i)) } };
+}
+
+/** Every merge of two commands' parts that keeps each command's own order. */
+function interleavings(x: Part[], y: Part[]): Part[][] {
+  if (x.length === 0) return [y];
+  if (y.length === 0) return [x];
+  return [...interleavings(x.slice(1), y).map((r) => [x[0]!, ...r]), ...interleavings(x, y.slice(1)).map((r) => [y[0]!, ...r])];
+}
+
+/** The issues a command names (the rows it locks by id). */
+const namedIssues = (c: Command): string[] =>
+  c.verb === "releaseIssues" ? [...c.issueIds] : "issueId" in c && c.issueId !== undefined ? [c.issueId] : [];
+
+const claimsNext = (c: Command) => c.verb === "claimIssues" || (c.verb === "claimIssue" && c.issueId === undefined);
+
+/**
+ * The model's step for `c`, run beside `other`. A claim without an issue id
+ * locks its candidates FOR UPDATE SKIP LOCKED: it passes over a row that the
+ * concurrent statement holds at that instant, even one that statement then
+ * leaves as it was (docs/lifecycle.md: "Under contention the order is best
+ * effort"). So when the real claim took later issues than the model would,
+ * the step is taken again with the issues it passed over hidden, provided
+ * each of them is one the other command may hold: one it names, or any
+ * candidate when the other is a claim too (claims lock ahead of what they
+ * take), or a later issue of a limited key whose earlier one is held (the
+ * key's room went to that one; the fill comes from keys without a limit).
+ * Nothing else is relaxed.
+ */
+function applyAllowingSkips(s: State, c: Command, other: Command, real: RealAnswer, names: Names) {
+  const step = apply(s, c);
+  if (!claimsNext(c) || (real.__typename !== "IssueClaimed" && real.__typename !== "IssuesClaimed" && real.__typename !== "NoIssueAvailable")) return step;
+  const got = new Set<string>(
+    real.__typename === "IssueClaimed" ? [names.model(real.issue.id)!] : real.__typename === "IssuesClaimed" ? real.issues.map((i: { id: string }) => names.model(i.id)!) : [],
+  );
+  const agentId = (c as { agentId: string }).agentId;
+  const candidates = claimCandidates(s, agentId, (c as { includeUnassigned?: boolean }).includeUnassigned ?? false).map((i) => i.id);
+  const last = Math.max(-1, ...candidates.map((id, n) => (got.has(id) ? n : -1)));
+  // a claim that took fewer than it asked for may have passed over any later candidate too
+  const short = real.__typename === "NoIssueAvailable" || (c.verb === "claimIssues" && got.size < c.limit);
+  const upTo = short ? candidates.length - 1 : last;
+  const skipped = candidates.slice(0, upTo + 1).filter((id) => !got.has(id));
+  if (skipped.length === 0) return step;
+  const mayHold = new Set(claimsNext(other) ? candidates : namedIssues(other));
+  // A limited key's room goes to its first candidates: when one of them is held, the claim does not take a
+  // later one of the key in its place, and fills only from keys without a limit (docs/lifecycle.md, Claim order).
+  const heldKeys = new Set(s.issues.filter((i) => mayHold.has(i.id) && i.concurrencyKey !== null && s.limits[i.concurrencyKey] !== undefined).map((i) => i.concurrencyKey));
+  for (const id of candidates) if (heldKeys.has(s.issues.find((i) => i.id === id)!.concurrencyKey)) mayHold.add(id);
+  if (!skipped.every((id) => mayHold.has(id))) return step;
+  const hidden: State = { ...s, issues: s.issues.map((i) => (skipped.includes(i.id) ? { ...i, status: "BACKLOG" as const } : i)) };
+  const relaxed = apply(hidden, c);
+  const restore = (x: State): State => ({ ...x, issues: x.issues.map((i) => (skipped.includes(i.id) ? s.issues.find((o) => o.id === i.id)! : i)) });
+  return { ...relaxed, state: restore(relaxed.state) };
+}
+
+function noteReached(m: ModelBox, step: Concrete): void {
+  const s = m.state;
+  if ("one" in step) {
+    const c = step.one;
+    if (c.verb === "claimIssues") {
+      const run = s.runs.find((r) => r.id === c.runId);
+      const work = s.issues.some((i) => i.status === "OPEN" && i.attemptCount < i.maxAttempts && i.assigneeAgentId === c.agentId);
+      if (run && run.agentId === c.agentId && run.status !== "RUNNING" && run.finishedAt !== null && work) m.reached.batchByFinishedRun++;
+    }
+    return;
+  }
+  const [a, b] = step.pair;
+  for (const [x, y] of [[a, b], [b, a]] as const) {
+    if (x.verb === "claimIssues" && y.verb === "finishRun" && x.runId === y.runId && x.agentId === y.agentId && isLive(s.runs.find((r) => r.id === x.runId), s.clock)) {
+      m.reached.batchRacingFinish++;
+    }
+    if (x.verb === "claimIssue" && x.issueId) {
+      const issue = s.issues.find((i) => i.id === x.issueId);
+      const holder = issue && s.runs.find((r) => r.id === issue.checkoutRunId);
+      const adopter = s.runs.find((r) => r.id === x.runId);
+      if (!issue || !holder || !isExpired(holder, s.clock) || !isLive(adopter, s.clock) || adopter!.agentId !== x.agentId) continue;
+      if (!(x.expectedStatuses ?? ["OPEN"]).includes(issue.status)) continue;
+      if (issue.assigneeAgentId !== null && issue.assigneeAgentId !== x.agentId) continue;
+      const timesOut =
+        y.verb === "sweep" ||
+        (y.verb === "heartbeatRun" && y.runId === holder.id && y.agentId === holder.agentId) ||
+        (y.verb === "claimIssue" && y.issueId !== undefined && y.issueId !== x.issueId && s.issues.find((i) => i.id === y.issueId)?.checkoutRunId === holder.id);
+      if (timesOut) {
+        m.reached.adoptWhileTimedOut++;
+        if (step.gate) m.reached.adoptWhileTimedOutGated++;
+      }
+    }
+  }
+}
+
+/**
+ * Races the conformance run found that are not fixed yet: CI's run leaves
+ * these pairs out (`skipKnown`); `npm run conformance` runs them unless told
+ * `--skip-known`. Remove an entry once its fix lands.
+ */
+export const KNOWN_RACES: readonly { name: string; matches(a: Command, b: Command, s: State): boolean }[] = [
+  {
+    // acquireExecution(A, r1, i1) ∥ claimIssue(A, r1) taking i1: ACQUIRE_IF_CHECKOUT_HELD fails
+    // with 23514 issues_lock_pair (an error, not an answer) about one time in three with the gate.
+    name: "acquireExecution beside a claim of the same issue by its run",
+    matches: (a, b) => a.verb === "acquireExecution" && (b.verb === "claimIssues" || b.verb === "claimIssue"),
+  },
+  {
+    // updateIssue(i1, {assigneeAgentId: B}) ∥ claimIssues(A, r4, 1) taking i1: UPDATE_IF_TRANSITION_ALLOWED
+    // failed once with 23514 issues_lock_pair (long run, seed 11, sequence 5,686; not shrunk: timing).
+    name: "updateIssue beside a claim of the same issue",
+    matches: (a, b) => a.verb === "updateIssue" && (b.verb === "claimIssues" || b.verb === "claimIssue"),
+  },
+  {
+    // releaseIssue(A, r2, i1, REQUEUE) ∥ claimIssue(A, r2, i1), i1 in a key of limit 1 that i1 fills:
+    // CHECKOUT_IF_EXPECTED waits for the issue row and sees it OPEN, but judges the key's room
+    // from its snapshot (still full) and answers ConcurrencyLimitReached, which no serial order gives.
+    name: "a claim by id beside a statement that frees a slot of a limited key",
+    matches: (a, b, s) =>
+      a.verb === "claimIssue" && a.issueId !== undefined && Object.keys(s.limits).length > 0 &&
+      ["releaseIssue", "releaseIssues", "finishRun", "forceReleaseIssue", "updateIssue", "sweep", "claimIssue"].includes(b.verb),
+  },
+];
+
+// ---- fast-check commands ----
+
+type Real = Sequence;
+
+class StepCommand implements fc.AsyncCommand<ModelBox, Real> {
+  private shown: string;
+  private readonly items: Item[];
+  constructor(abstract: Item | Item[]) {
+    this.items = Array.isArray(abstract) ? abstract : [abstract];
+    this.shown = this.items.map((i) => ("pair" in i ? `pair(${json(i.pair)}, gate ${i.gate})` : json(i))).join("; ");
+  }
+  private static resolved(s: State, a: Item): Concrete {
+    return "pair" in a ? { pair: [resolve(s, a.pair[0]), resolve(s, a.pair[1])], gate: a.gate } : { one: resolve(s, a) };
+  }
+  private allowed(m: ModelBox, c: Concrete): boolean {
+    const cmds = "one" in c ? [c.one] : c.pair;
+    if ("pair" in c && m.skipKnown && KNOWN_RACES.some((k) => k.matches(c.pair[0], c.pair[1], m.state) || k.matches(c.pair[1], c.pair[0], m.state))) return false;
+    return cmds.every((x) => modelled(m.state, m.scenario.poolKey, x));
+  }
+  check(m: Readonly<ModelBox>): boolean {
+    // a macro's later steps depend on the earlier ones: only its first is checked here, the others when they come
+    return this.allowed(m as ModelBox, StepCommand.resolved(m.state, this.items[0]!));
+  }
+  async run(m: ModelBox, real: Real): Promise<void> {
+    const shown: string[] = [];
+    for (const item of this.items) {
+      const c = StepCommand.resolved(m.state, item);
+      if (!this.allowed(m, c)) continue;
+      shown.push("one" in c ? describe(c.one) : `pair(${describe(c.pair[0])} ∥ ${describe(c.pair[1])}${c.gate ? ", gated" : ""})`);
+      this.shown = shown.join("; ");
+      if ("one" in c) await runOne(m, real, c.one);
+      else await runPair(m, real, c.pair[0], c.pair[1], c.gate);
+    }
+  }
+  toString(): string {
+    return this.shown;
+  }
+}
+
+/**
+ * Pairs of the same alphabet, shaped like the races the SQL guards against, so
+ * that they come up often (part 4): an adoption beside a statement that times
+ * the dead holder out (its own heartbeat, a sweep, another adoption), and a
+ * batch claim beside the finishRun of its own run.
+ */
+type Item = Abstract | { pair: [Abstract, Abstract]; gate: boolean };
+
+export const racePairArb: fc.Arbitrary<Item[]> = fc.oneof(
+  fc
+    .record({ adopter: agentArb, holder: agentArb, issue: issueArb, other: issueArb, which: fc.constantFrom("heartbeat", "sweep", "adopt"), gate: fc.boolean(), swap: fc.boolean() })
+    .map(({ adopter, holder, issue, other, which, gate, swap }): Item[] => {
+      const adopt: Abstract = { verb: "claimById", agent: adopter, run: { back: 0 }, issue, expected: ["CLAIMED", "IN_PROGRESS"] };
+      const timesOut: Abstract =
+        which === "heartbeat"
+          ? { verb: "heartbeatRun", agent: holder, run: { back: 0 } }
+          : which === "sweep"
+            ? { verb: "sweep" }
+            : { verb: "claimById", agent: holder === adopter ? holder : adopter, run: { back: 0 }, issue: other, expected: ["CLAIMED", "IN_PROGRESS"] };
+      // the holder takes the issue and dies (its lease runs out, still RUNNING); the adopter starts a run
+      return [
+        { verb: "startRun", agent: holder },
+        { verb: "claimById", agent: holder, run: { back: 0 }, issue },
+        { verb: "tick", by: 2 },
+        { verb: "startRun", agent: adopter },
+        { pair: swap ? [timesOut, adopt] : [adopt, timesOut], gate },
+      ];
+    }),
+  fc
+    .record({ agent: agentArb, limit: fc.integer({ min: 1, max: 3 }), acquireExecution: fc.boolean(), gate: fc.boolean(), swap: fc.boolean() })
+    .map(({ agent, limit, acquireExecution, gate, swap }): Item[] => {
+      const batch: Abstract = { verb: "claimIssues", agent, run: { back: 0 }, limit, includeUnassigned: true, acquireExecution };
+      const finish: Abstract = { verb: "finishRun", agent, run: { back: 0 }, status: "SUCCEEDED" };
+      return [{ pair: swap ? [finish, batch] : [batch, finish], gate }];
+    }),
+);
+
+export function commandsArb(maxCommands: number): fc.Arbitrary<Iterable<fc.AsyncCommand<ModelBox, Real>>> {
+  return fc.commands(
+    [
+      abstractArb(true).map((a) => new StepCommand(a)),
+      fc
+        .record({ a: abstractArb(false), b: abstractArb(false), gate: fc.boolean() })
+        .map(({ a, b, gate }) => new StepCommand({ pair: [a, b], gate })),
+      racePairArb.map((items) => new StepCommand(items)),
+    ],
+    { maxCommands, size: "max" },
+  );
+}
+
+// ---- a whole run ----
+
+/** A failing sequence as a test to paste: replay(world, scenario) runs it through the same adapter. */
+export function asReplayableTest(scenario: Scenario, message: string): string {
+  const lines = scenario.steps.map((s) => `      ${json(s)},`);
+  return [
+    `it("conformance: replays a shrunk sequence", async () => {`,
+    `  // ${message.split("\n").join("\n  // ")}`,
+    `  await replay(world, {`,
+    `    initial: ${json(scenario.initial)},`,
+    `    poolKey: ${json(scenario.poolKey)},`,
+    `    steps: [`,
+    ...lines,
+    `    ],`,
+    `  });`,
+    `});`,
+  ].join("\n");
+}
+
+export interface RunOptions {
+  runs: number;
+  seed: number;
+  maxCommands?: number;
+  /** Leave out the pairs of KNOWN_RACES. */
+  skipKnown?: boolean;
+  /** Called after each sequence (for progress). */
+  onSequence?: (n: number) => void;
+}
+
+export interface RunReport {
+  result: { failed: boolean; numRuns: number; numShrinks: number; counterexamplePath: string | null; seed: number };
+  reached: Reached;
+  sequences: number;
+  commands: number;
+  /** The shrunk failure, as a replayable test (null when all passed). */
+  replayable: string | null;
+}
+
+/** The property: `runs` generated sequences, each on a fresh company. */
+export async function runConformance(world: RealWorld, options: RunOptions): Promise<RunReport> {
+  const reached = noneReached();
+  let sequences = 0;
+  let commands = 0;
+  let last: { scenario: Scenario; error: string } | null = null;
+  const property = fc.asyncProperty(initialArb, commandsArb(options.maxCommands ?? 8), async ({ initial, poolKey }, cmds) => {
+    const box: ModelBox = { state: initialState(initial), events: [], scenario: { initial, poolKey, steps: [] }, reached, skipKnown: options.skipKnown ?? false };
+    try {
+      await fc.asyncModelRun(async () => ({ model: box, real: await world.setup(initial) }), cmds);
+    } catch (err) {
+      last = { scenario: box.scenario, error: err instanceof Error ? err.message || String(err.stack ?? err.name) : String(err) };
+      throw err;
+    } finally {
+      sequences++;
+      commands += box.scenario.steps.length;
+      options.onSequence?.(sequences);
+    }
+  });
+  const result = await fc.check(property, { numRuns: options.runs, seed: options.seed, endOnFailure: false });
+  const failure = last as { scenario: Scenario; error: string } | null;
+  return {
+    result: { failed: result.failed, numRuns: result.numRuns, numShrinks: result.numShrinks, counterexamplePath: result.counterexamplePath, seed: result.seed },
+    reached,
+    sequences,
+    commands,
+    replayable: result.failed && failure ? asReplayableTest(failure.scenario, failure.error) : null,
+  };
+}
+
+/** Runs a scenario's steps through the model and the real verbs, as the conformance run does; throws a Mismatch at the first disagreement. */
+export async function replay(world: RealWorld, scenario: Scenario): Promise<ModelBox> {
+  const box: ModelBox = { state: initialState(scenario.initial), events: [], scenario: { ...scenario, steps: [] }, reached: noneReached(), skipKnown: false };
+  const seq = await world.setup(scenario.initial);
+  for (const step of scenario.steps) {
+    if ("one" in step) await runOne(box, seq, step.one);
+    else await runPair(box, seq, step.pair[0], step.pair[1], step.gate);
+  }
+  return box;
+}
