@@ -43,8 +43,11 @@ function acquireStatement(companyId: string, group: AcquireRequest[]) {
       UPDATE issues i
          SET status = 'IN_PROGRESS', execution_run_id = q.run_id,
              execution_agent_name_key = q.name_key, execution_locked_at = now(),
-             attempt_count = i.attempt_count + 1, ${raw(stampEvent("i"))}, updated_at = now()
-        FROM verdict v JOIN req q ON q.n = v.n
+             -- the checkout as cur locked it (see lockedIssuesCte: the row
+             -- PostgreSQL checks first is the snapshot's, which may predate the claim)
+             checkout_run_id = c.checkout_run_id, claimed_at = c.claimed_at,
+             attempt_count = c.attempt_count + 1, ${raw(stampEvent("c"))}, updated_at = now()
+        FROM verdict v JOIN req q ON q.n = v.n JOIN cur c ON c.id = v.issue_id
        WHERE i.id = v.issue_id AND v.verdict = 'ACQUIRE'
       RETURNING i.*, q.n AS req_n, 'EXECUTION_ACQUIRED' AS ev_kind, q.run_id AS ev_run_id,
                 q.agent_id AS ev_agent_id, NULL::text AS ev_reason

@@ -91,10 +91,18 @@ function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: 
     -- The issue's key, if it has a limit. An issue that is not active yet
     -- would make it one more; an active one (a dead holder's, to adopt)
     -- would not (docs/lifecycle.md, Concurrency keys).
+    -- k.active is the count in this statement's snapshot, cur the issue's
+    -- newest version: if the issue itself was active in the key in the
+    -- snapshot and its hold has ended since (cur waited for that release),
+    -- its slot is free and is not counted. A slot taken since the snapshot is
+    -- caught by the keys' trigger (40001: the statement runs again).
     full_key AS (
       SELECT k.key, k.max_active FROM concurrency_keys k JOIN cur ON k.company_id = cur.company_id AND k.key = cur.concurrency_key
-       WHERE k.max_active IS NOT NULL AND k.active >= k.max_active
+       WHERE k.max_active IS NOT NULL
          AND cur.status NOT IN ('CLAIMED', 'IN_PROGRESS')
+         AND k.active - (SELECT count(*) FROM issues s
+                          WHERE s.id = cur.id AND s.concurrency_key = k.key AND s.status IN ('CLAIMED', 'IN_PROGRESS'))::int
+             >= k.max_active
     ),
     verdict AS (
       SELECT CASE

@@ -28,6 +28,15 @@ export const runCte = (runId: string, actor: AgentActor, forShare: boolean) => s
  * (in id order, so that statements locking several never deadlock) and read
  * at their newest version, so a verdict made on them cannot go stale before
  * the change. Nothing is locked unless the run may act.
+ *
+ * An UPDATE after `cur` must take the lock columns it writes or keeps from
+ * `cur`, never from its own alias. When the row changed after the statement's
+ * snapshot (a claim committed while `cur` waited for it), PostgreSQL first
+ * builds the new row from the snapshot's version and checks the CHECK
+ * constraints on it; only then does it find the newer version and re-apply
+ * the SET to it. A SET mixing `cur`'s status with the alias's checkout
+ * (CLAIMED with no holder) fails issues_lock_pair on that first row, although
+ * the row finally written would have been right.
  */
 export const lockedIssuesCte = (actor: AgentActor, issueIds: readonly string[]) => sql`
     cur AS (

@@ -99,10 +99,13 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
              concurrency_key = coalesce(${key}::text, i.concurrency_key),
              max_attempts = n.max_attempts,
              status = n.status,
-             checkout_run_id = CASE WHEN n.status IN ('CLAIMED', 'IN_PROGRESS') THEN i.checkout_run_id END,
-             execution_run_id = CASE WHEN n.status = 'IN_PROGRESS' THEN i.execution_run_id END,
-             execution_agent_name_key = CASE WHEN n.status = 'IN_PROGRESS' THEN i.execution_agent_name_key END,
-             execution_locked_at = CASE WHEN n.status = 'IN_PROGRESS' THEN i.execution_locked_at END,
+             -- the locks as cur locked them, not i's (see lockedIssuesCte): n.status
+             -- came from cur, and the row PostgreSQL checks first is the snapshot's
+             checkout_run_id = CASE WHEN n.status IN ('CLAIMED', 'IN_PROGRESS') THEN c.checkout_run_id END,
+             claimed_at = c.claimed_at,
+             execution_run_id = CASE WHEN n.status = 'IN_PROGRESS' THEN c.execution_run_id END,
+             execution_agent_name_key = CASE WHEN n.status = 'IN_PROGRESS' THEN c.execution_agent_name_key END,
+             execution_locked_at = CASE WHEN n.status = 'IN_PROGRESS' THEN c.execution_locked_at END,
              -- only a status change writes an event (status_changed below)
              ${raw(stampEvent("i", "n.status <> i.status"))},
              updated_at = now()

@@ -230,8 +230,6 @@ export interface ModelBox {
   events: Event[];
   scenario: Scenario;
   reached: Reached;
-  /** Leave out pairs of a known, not yet fixed race (KNOWN_RACES). */
-  skipKnown: boolean;
 }
 
 /** How often the historical bugs' situations came up (part 4). */
@@ -534,35 +532,6 @@ function noteReached(m: ModelBox, step: Concrete): void {
   }
 }
 
-/**
- * Races the conformance run found that are not fixed yet: CI's run leaves
- * these pairs out (`skipKnown`); `npm run conformance` runs them unless told
- * `--skip-known`. Remove an entry once its fix lands.
- */
-export const KNOWN_RACES: readonly { name: string; matches(a: Command, b: Command, s: State): boolean }[] = [
-  {
-    // acquireExecution(A, r1, i1) ∥ claimIssue(A, r1) taking i1: ACQUIRE_IF_CHECKOUT_HELD fails
-    // with 23514 issues_lock_pair (an error, not an answer) about one time in three with the gate.
-    name: "acquireExecution beside a claim of the same issue by its run",
-    matches: (a, b) => a.verb === "acquireExecution" && (b.verb === "claimIssues" || b.verb === "claimIssue"),
-  },
-  {
-    // updateIssue(i1, {assigneeAgentId: B}) ∥ claimIssues(A, r4, 1) taking i1: UPDATE_IF_TRANSITION_ALLOWED
-    // failed once with 23514 issues_lock_pair (long run, seed 11, sequence 5,686; not shrunk: timing).
-    name: "updateIssue beside a claim of the same issue",
-    matches: (a, b) => a.verb === "updateIssue" && (b.verb === "claimIssues" || b.verb === "claimIssue"),
-  },
-  {
-    // releaseIssue(A, r2, i1, REQUEUE) ∥ claimIssue(A, r2, i1), i1 in a key of limit 1 that i1 fills:
-    // CHECKOUT_IF_EXPECTED waits for the issue row and sees it OPEN, but judges the key's room
-    // from its snapshot (still full) and answers ConcurrencyLimitReached, which no serial order gives.
-    name: "a claim by id beside a statement that frees a slot of a limited key",
-    matches: (a, b, s) =>
-      a.verb === "claimIssue" && a.issueId !== undefined && Object.keys(s.limits).length > 0 &&
-      ["releaseIssue", "releaseIssues", "finishRun", "forceReleaseIssue", "updateIssue", "sweep", "claimIssue"].includes(b.verb),
-  },
-];
-
 // ---- fast-check commands ----
 
 type Real = Sequence;
@@ -579,7 +548,6 @@ class StepCommand implements fc.AsyncCommand<ModelBox, Real> {
   }
   private allowed(m: ModelBox, c: Concrete): boolean {
     const cmds = "one" in c ? [c.one] : c.pair;
-    if ("pair" in c && m.skipKnown && KNOWN_RACES.some((k) => k.matches(c.pair[0], c.pair[1], m.state) || k.matches(c.pair[1], c.pair[0], m.state))) return false;
     return cmds.every((x) => modelled(m.state, m.scenario.poolKey, x));
   }
   check(m: Readonly<ModelBox>): boolean {
@@ -675,8 +643,6 @@ export interface RunOptions {
   runs: number;
   seed: number;
   maxCommands?: number;
-  /** Leave out the pairs of KNOWN_RACES. */
-  skipKnown?: boolean;
   /** Called after each sequence (for progress). */
   onSequence?: (n: number) => void;
 }
@@ -697,7 +663,7 @@ export async function runConformance(world: RealWorld, options: RunOptions): Pro
   let commands = 0;
   let last: { scenario: Scenario; error: string } | null = null;
   const property = fc.asyncProperty(initialArb, commandsArb(options.maxCommands ?? 8), async ({ initial, poolKey }, cmds) => {
-    const box: ModelBox = { state: initialState(initial), events: [], scenario: { initial, poolKey, steps: [] }, reached, skipKnown: options.skipKnown ?? false };
+    const box: ModelBox = { state: initialState(initial), events: [], scenario: { initial, poolKey, steps: [] }, reached };
     try {
       await fc.asyncModelRun(async () => ({ model: box, real: await world.setup(initial) }), cmds);
     } catch (err) {
@@ -722,7 +688,7 @@ export async function runConformance(world: RealWorld, options: RunOptions): Pro
 
 /** Runs a scenario's steps through the model and the real verbs, as the conformance run does; throws a Mismatch at the first disagreement. */
 export async function replay(world: RealWorld, scenario: Scenario): Promise<ModelBox> {
-  const box: ModelBox = { state: initialState(scenario.initial), events: [], scenario: { ...scenario, steps: [] }, reached: noneReached(), skipKnown: false };
+  const box: ModelBox = { state: initialState(scenario.initial), events: [], scenario: { ...scenario, steps: [] }, reached: noneReached() };
   const seq = await world.setup(scenario.initial);
   for (const step of scenario.steps) {
     if ("one" in step) await runOne(box, seq, step.one);
