@@ -6,6 +6,7 @@
 // src/bin/server.ts reads that.
 import { createYoga } from "graphql-yoga";
 import { PrincipalResolver } from "./auth/principal.js";
+import { KeyRevocations, RevocationPoll } from "./auth/revocations.js";
 import type { Db } from "./db/client.js";
 import type { EventBus } from "./events/bus.js";
 import { LedgerReader } from "./events/ledger.js";
@@ -91,7 +92,9 @@ export function buildApp(deps: AppDeps): App {
     ledger: { heldBackMs: () => watcher.heldBackMs, oldestTransactionSeconds: () => ledger.oldestTransactionSeconds() },
     fleet: () => fleet.read(),
   });
-  const resolver = new PrincipalResolver(deps.db, deps.adminToken, limits.unknownKeysPerMinute, (found) =>
+  const revocations = new KeyRevocations(deps.db, deps.log, deps.bus);
+  const revocationPoll = new RevocationPoll(deps.db, revocations, deps.ledgerPollMs ?? 1000, deps.log);
+  const resolver = new PrincipalResolver(deps.db, deps.adminToken, limits.unknownKeysPerMinute, revocations, (found) =>
     metrics.keyLookups.inc({ result: found ? "found" : "unknown" }),
   );
   const admission = new Admission(limits);
@@ -103,6 +106,7 @@ export function buildApp(deps: AppDeps): App {
     issues: new IssueLoader(deps.db),
     subscriptionBuffer: deps.subscriptionBuffer ?? 10_000,
     admission,
+    revocations,
     log: deps.log,
     metrics,
     locks: withGroupCommit({ db: deps.db, events: deps.bus, leaseSeconds: deps.leaseSeconds }),
@@ -133,20 +137,26 @@ export function buildApp(deps: AppDeps): App {
 
   const server = httpServer({
     handle: routes({ yoga, resolver, admission, limits, metrics, db: deps.db, bus: deps.bus, onRefused }),
-    websockets: { yoga, resolver, admission, limits, log: deps.log, onRefused },
+    websockets: { yoga, resolver, revocations, admission, limits, log: deps.log, onRefused },
     log: deps.log,
   });
 
   let stopKeeper: (() => void) | null = null;
+  let stopListening: (() => void) | null = null;
   return {
     services,
     fetch: async (request) => yoga.fetch(request, { principal: await resolver.resolve(request.headers.get("authorization"), "local") }),
-    start: (port, host = "127.0.0.1") => {
+    start: async (port, host = "127.0.0.1") => {
       stopKeeper ??= keepLedgerPartitions(deps.db, deps.log);
+      // Revocations made anywhere reach this instance (src/auth/revocations.ts); the poll's horizon is read before serving.
+      stopListening ??= revocations.listen();
+      await revocationPoll.start();
       return server.start(port, host);
     },
     async stop() {
       stopKeeper?.();
+      stopListening?.();
+      revocationPoll.stop();
       services.watcher.stop();
       await server.stop();
     },

@@ -1,6 +1,6 @@
 // Companies and agents, each created with its key (shown once).
 import type { Db } from "../db/client.js";
-import { queryOne, sql } from "../db/sql.js";
+import { agentJson, queryOne, sql } from "../db/sql.js";
 import { InvalidInputError } from "../domain/errors.js";
 import { validateText } from "../domain/validate.js";
 import type { Agent, Company } from "../domain/types.js";
@@ -54,8 +54,7 @@ export async function createAgent(db: Db, companyId: string, name: string): Prom
       ), key AS (
         INSERT INTO api_keys (company_id, agent_id, role, key_hash) SELECT company_id, id, 'AGENT', ${hash} FROM agent
       )
-      SELECT (SELECT json_build_object('id', a.id, 'companyId', a.company_id, 'name', a.name, 'nameKey', a.name_key, 'createdAt', a.created_at)
-                FROM agent a) AS agent`,
+      SELECT (SELECT ${agentJson("a")} FROM agent a) AS agent`,
   );
   if (!row.agent) throw new InvalidInputError(`an agent named ${JSON.stringify(clean)} (key ${nameKey}) already exists in this company`);
   return { agent: row.agent, apiKey: key };

@@ -1,19 +1,28 @@
 // Who is calling. Resolved once per request (or WebSocket connection) from the
 // bearer token, before the request's body is read. Known keys are cached in
-// memory because keys never change once issued, which keeps the claim path at
-// one database round trip. Tokens that are not keys cost a lookup only within
-// the unknown-key budget (unknownKeys.ts), and a token already found unknown
-// is remembered, so repeating it costs nothing.
+// memory, which keeps the claim path at one database round trip; a key that
+// is rotated or revoked is removed from the cache on every instance
+// (revocations.ts), never looked up again per request. Tokens that are not
+// keys cost a lookup only within the unknown-key budget (unknownKeys.ts), and
+// a token already found unknown is remembered, so repeating it costs nothing.
+//
+// Keys are found by their sha256 (keys.ts), through a unique index: what the
+// lookup compares is a hash of the token, never the key itself, so its time
+// says nothing about any stored key. The admin token is compared in constant
+// time (timingSafeEqual).
 import type { Db } from "../db/client.js";
 import { queryOne, sql } from "../db/sql.js";
 import { timingSafeEqual } from "node:crypto";
 import { hashKey } from "./keys.js";
+import type { KeyRevocations } from "./revocations.js";
 import { UnknownKeyGuard } from "./unknownKeys.js";
 
 export type Principal =
-  | { role: "ADMIN"; companyId: null; agentId: null }
-  | { role: "BOARD"; companyId: string; agentId: null }
-  | { role: "AGENT"; companyId: string; agentId: string; agentNameKey: string };
+  | { role: "ADMIN"; companyId: null; agentId: null; keyId: null }
+  | { role: "BOARD"; companyId: string; agentId: null; keyId: string }
+  | { role: "AGENT"; companyId: string; agentId: string; agentNameKey: string; keyId: string };
+
+const ADMIN: Principal = Object.freeze({ role: "ADMIN", companyId: null, agentId: null, keyId: null });
 
 const MAX_CACHED_KEYS = 10_000;
 const MAX_REMEMBERED_UNKNOWN = 10_000;
@@ -31,11 +40,16 @@ export class PrincipalResolver {
     private readonly db: Db,
     adminToken: string,
     unknownKeysPerMinute: number,
+    private readonly revocations: KeyRevocations,
     /** Called after each database lookup of a key (for metrics). */
     private readonly onLookup: (found: boolean) => void = () => {},
   ) {
     this.guard = new UnknownKeyGuard(unknownKeysPerMinute);
     this.adminHash = Buffer.from(hashKey(adminToken), "hex");
+    revocations.onForget((keyIds) => {
+      if (keyIds === null) return this.known.clear();
+      for (const [hash, principal] of this.known) if (keyIds.has(principal.keyId!)) this.known.delete(hash);
+    });
   }
 
   /**
@@ -47,7 +61,7 @@ export class PrincipalResolver {
     if (!token) return null;
     // One hash per request: compared with the admin token's in constant time, then the cache's key.
     const hash = hashKey(token);
-    if (timingSafeEqual(Buffer.from(hash, "hex"), this.adminHash)) return { role: "ADMIN", companyId: null, agentId: null };
+    if (timingSafeEqual(Buffer.from(hash, "hex"), this.adminHash)) return ADMIN;
     if (!KEY_SHAPE.test(token)) return null;
     const cached = this.known.get(hash);
     if (cached) return cached;
@@ -62,11 +76,15 @@ export class PrincipalResolver {
   }
 
   private async lookup(hash: string): Promise<Principal | null> {
-    const row = await queryOne<{ role: "BOARD" | "AGENT"; companyId: string; agentId: string | null; nameKey: string | null } | undefined>(
+    // A revocation that lands while this lookup is in flight may be one it read
+    // before: the answer serves this request, but is not cached.
+    const generation = this.revocations.generation;
+    // FIND_KEY: a key that works: not revoked, and not an agent's that is disabled.
+    const row = await queryOne<{ keyId: string; role: "BOARD" | "AGENT"; companyId: string; agentId: string | null; nameKey: string | null } | undefined>(
       this.db,
-      sql`SELECT k.role, k.company_id AS "companyId", k.agent_id AS "agentId", a.name_key AS "nameKey"
+      sql`SELECT k.id AS "keyId", k.role, k.company_id AS "companyId", k.agent_id AS "agentId", a.name_key AS "nameKey"
             FROM api_keys k LEFT JOIN agents a ON a.id = k.agent_id
-           WHERE k.key_hash = ${hash}`,
+           WHERE k.key_hash = ${hash} AND k.revoked_at IS NULL AND a.disabled_at IS NULL`,
     );
     this.onLookup(row !== undefined);
     if (!row) {
@@ -75,8 +93,9 @@ export class PrincipalResolver {
     }
     const principal: Principal =
       row.role === "BOARD"
-        ? { role: "BOARD", companyId: row.companyId, agentId: null }
-        : { role: "AGENT", companyId: row.companyId, agentId: row.agentId!, agentNameKey: row.nameKey! };
+        ? { role: "BOARD", companyId: row.companyId, agentId: null, keyId: row.keyId }
+        : { role: "AGENT", companyId: row.companyId, agentId: row.agentId!, agentNameKey: row.nameKey!, keyId: row.keyId };
+    if (generation !== this.revocations.generation) return principal;
     if (this.known.size >= MAX_CACHED_KEYS) this.known.delete(this.known.keys().next().value!);
     this.known.set(hash, principal);
     return principal;

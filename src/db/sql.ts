@@ -61,6 +61,16 @@ const RUN_COLUMNS: Columns = [
   ["finishedAt", "finished_at"],
 ];
 
+const AGENT_COLUMNS: Columns = [
+  ["id", "id"],
+  ["companyId", "company_id"],
+  ["name", "name"],
+  ["nameKey", "name_key"],
+  ["createdAt", "created_at"],
+  ["disabledAt", "disabled_at"],
+  ["disabledReason", "disabled_reason"],
+];
+
 const EVENT_COLUMNS: Columns = [
   ["seq", "seq::text"],
   ["companyId", "company_id"],
@@ -79,6 +89,8 @@ const EVENT_COLUMNS: Columns = [
 export const issueJson = (alias: string): Sql => raw(jsonObject(alias, ISSUE_COLUMNS));
 /** `json_build_object(...)` of a heartbeat_runs row under `alias`. */
 export const runJson = (alias: string): Sql => raw(jsonObject(alias, RUN_COLUMNS));
+/** `json_build_object(...)` of an agents row under `alias`. */
+export const agentJson = (alias: string): Sql => raw(jsonObject(alias, AGENT_COLUMNS));
 /** issueJson, or NULL when `alias` is the missing side of an outer join. */
 export const issueJsonOrNull = (alias: string): Sql => raw(`CASE WHEN ${alias}.id IS NULL THEN NULL ELSE ${jsonObject(alias, ISSUE_COLUMNS)} END`);
 /** runJson plus `live`, for the `run` CTE of the lock statements (RUN_CTE_COLUMNS). */

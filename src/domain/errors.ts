@@ -1,5 +1,5 @@
-// The two errors every layer may raise for a caller's mistake; src/graphql/errors.ts
-// turns them into FORBIDDEN and BAD_USER_INPUT. Nothing was changed when one is thrown.
+// The errors every layer may raise for a caller's mistake; src/graphql/errors.ts
+// turns them into FORBIDDEN, BAD_USER_INPUT, NOT_FOUND and EVENTS_PRUNED. Nothing was changed when one is thrown.
 
 /** A valid token used outside its scope: another agent's run. Maps to FORBIDDEN. */
 export class ForbiddenError extends Error {
@@ -8,6 +8,14 @@ export class ForbiddenError extends Error {
 /** Input that is well-typed but not acceptable. Maps to BAD_USER_INPUT; nothing changed. */
 export class InvalidInputError extends Error {
   override name = "InvalidInputError";
+}
+
+/**
+ * Something the caller named that does not exist within its scope: another
+ * company's is "not found" too, so nothing leaks. Maps to NOT_FOUND.
+ */
+export class NotFoundError extends Error {
+  override name = "NotFoundError";
 }
 
 /**

@@ -89,6 +89,9 @@ export interface Agent {
   name: string;
   nameKey: string;
   createdAt: Date | string;
+  /** Set while the agent is disabled (disableAgent), with the reason given. */
+  disabledAt: Date | string | null;
+  disabledReason: string | null;
 }
 
 /** Where committed lock events go (the pub/sub fan-out, src/events/bus.ts). Never throws. */

@@ -3,7 +3,8 @@
 // after commit and never throws: the ledger is the source of truth, and a
 // subscriber that missed a message recovers it from there (see stream.ts).
 //
-// The same transport carries issue notices: the ids of issues created or
+// The same transport carries revoked key ids (src/auth/revocations.ts: a
+// message only evicts a cached key; the database decides) and issue notices: the ids of issues created or
 // edited without a lock change, which write no ledger event. They are best
 // effort (a notice lost in a Redis outage is not replayed): boards use them to
 // show new issues and edits live, and re-read the issues after a reconnect.
@@ -55,6 +56,15 @@ function parseNotice(message: string): { companyId: string; issueIds: string[] }
   return ok ? (n as { companyId: string; issueIds: string[] }) : null;
 }
 
+/** Revoked key ids, if the message is a list of them (at most MAX_NOTICE_IDS). */
+function parseRevokedKeys(message: string): string[] | null {
+  const m = jsonObject(message);
+  const ok = m !== null && Array.isArray(m.keyIds) && m.keyIds.length <= MAX_NOTICE_IDS && m.keyIds.every(id);
+  return ok ? (m.keyIds as string[]) : null;
+}
+
+export type RevokedKeysListener = (keyIds: readonly string[]) => void;
+
 export interface EventBus extends EventSink {
   /** Resolves once the subscription is live (for Redis: SUBSCRIBE confirmed). Returns the unsubscribe function. */
   subscribe(companyId: string, listener: Listener): Promise<() => void>;
@@ -62,6 +72,10 @@ export interface EventBus extends EventSink {
   announceIssues(companyId: string, issueIds: readonly string[]): void;
   /** Listens for those notices; resolves once live, like subscribe. Returns the unsubscribe function. */
   watchIssues(companyId: string, listener: NoticeListener): Promise<() => void>;
+  /** Tells every instance these keys were revoked: their ids, never key material. Never throws. */
+  announceRevokedKeys(keyIds: readonly string[]): void;
+  /** Listens for revoked key ids; resolves once live, like subscribe. Returns the unsubscribe function. */
+  watchRevokedKeys(listener: RevokedKeysListener): Promise<() => void>;
   /** Called when the transport reconnects after an outage, so streams can fill what they missed. */
   onReconnect(listener: () => void): () => void;
   /** False while Redis is unreachable. */
@@ -72,6 +86,9 @@ export interface EventBus extends EventSink {
 
 const channelOf = (companyId: string) => `baton:lock-events:${companyId}`;
 const noticeChannelOf = (companyId: string) => `baton:issue-notices:${companyId}`;
+const REVOKED_KEYS_CHANNEL = "baton:key-revocations";
+/** The revocation listeners are kept as one company's, under this name. */
+const ALL = "*";
 
 class Listeners<T> {
   private readonly byCompany = new Map<string, Set<(value: T) => void>>();
@@ -99,6 +116,7 @@ class Listeners<T> {
 export function createInProcessBus(): EventBus {
   const listeners = new Listeners<LockEvent>();
   const notices = new Listeners<readonly string[]>();
+  const revoked = new Listeners<readonly string[]>();
   const stats = { published: 0, publishFailures: 0 };
   return {
     stats,
@@ -119,6 +137,13 @@ export function createInProcessBus(): EventBus {
     async watchIssues(companyId, listener) {
       notices.add(companyId, listener);
       return () => void notices.remove(companyId, listener);
+    },
+    announceRevokedKeys(keyIds) {
+      if (keyIds.length > 0) queueMicrotask(() => revoked.deliver(ALL, keyIds));
+    },
+    async watchRevokedKeys(listener) {
+      revoked.add(ALL, listener);
+      return () => void revoked.remove(ALL, listener);
     },
     onReconnect: () => () => {},
     healthy: () => true,
@@ -152,6 +177,7 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
   });
   const listeners = new Listeners<LockEvent>();
   const notices = new Listeners<readonly string[]>();
+  const revoked = new Listeners<readonly string[]>();
   const channels = new Map<string, Promise<void>>();
   const reconnectListeners = new Set<() => void>();
   const stats = { published: 0, publishFailures: 0 };
@@ -185,6 +211,12 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
     // company is dropped (and a listener's failure must not escape into
     // ioredis, which would take the process down).
     try {
+      if (channel === REVOKED_KEYS_CHANNEL) {
+        const keyIds = parseRevokedKeys(message);
+        if (!keyIds) return log("warn", "ignored a malformed key revocation message", { channel });
+        revoked.deliver(ALL, keyIds);
+        return;
+      }
       if (channel.startsWith("baton:issue-notices:")) {
         const notice = parseNotice(message);
         if (!notice || noticeChannelOf(notice.companyId) !== channel) return log("warn", "ignored a malformed issue notice", { channel });
@@ -245,6 +277,14 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
       });
     },
     watchIssues: (companyId, listener) => listen(notices, noticeChannelOf(companyId), companyId, listener),
+    announceRevokedKeys(keyIds) {
+      for (let i = 0; i < keyIds.length; i += MAX_NOTICE_IDS) {
+        publisher.publish(REVOKED_KEYS_CHANNEL, JSON.stringify({ keyIds: keyIds.slice(i, i + MAX_NOTICE_IDS) })).catch(() => {
+          stats.publishFailures++;
+        });
+      }
+    },
+    watchRevokedKeys: (listener) => listen(revoked, REVOKED_KEYS_CHANNEL, ALL, listener),
     onReconnect(listener) {
       reconnectListeners.add(listener);
       return () => void reconnectListeners.delete(listener);

@@ -1,6 +1,7 @@
 // What every resolver receives, and the scope checks (docs/access.md). Resolvers stay thin: check scope, validate ids, call a verb.
 import { GraphQLError } from "graphql";
 import type { Principal } from "../auth/principal.js";
+import type { KeyRevocations } from "../auth/revocations.js";
 import type { Db } from "../db/client.js";
 import type { EventBus } from "../events/bus.js";
 import type { LedgerReader } from "../events/ledger.js";
@@ -28,6 +29,8 @@ export interface AppServices {
   readonly subscriptionBuffer: number;
   /** Open connections and subscriptions, per key and company, against their limits. */
   readonly admission: Admission;
+  /** Keys revoked since this instance started: refused, and what they opened ended (src/auth/revocations.ts). */
+  readonly revocations: KeyRevocations;
 }
 
 export interface Context {
@@ -45,8 +48,13 @@ export function createContext(services: AppServices, principal: Principal | null
 export const unauthenticated = () =>
   new GraphQLError("missing or unknown token: send Authorization: Bearer <token>", { extensions: { code: "UNAUTHENTICATED" } });
 
+export const keyRevoked = () =>
+  new GraphQLError("this key has been revoked (rotated, or its agent disabled): use the new key", { extensions: { code: "UNAUTHENTICATED" } });
+
+/** The caller; a key revoked since it was resolved (a WebSocket opened before) is refused like an unknown one. */
 export function requirePrincipal(ctx: Context): Principal {
   if (!ctx.principal) throw unauthenticated();
+  if (ctx.services.revocations.isRevoked(ctx.principal.keyId)) throw keyRevoked();
   return ctx.principal;
 }
 
@@ -58,6 +66,16 @@ export function requireAdmin(ctx: Context): void {
 export function requireBoard(ctx: Context): string {
   const p = requirePrincipal(ctx);
   if (p.role !== "BOARD") throw new ForbiddenError("only a board key may do this");
+  return p.companyId;
+}
+
+/**
+ * Who manages keys and agents, and where: a board key its own company (its
+ * id), the admin token any (null). Agent keys may not.
+ */
+export function requireKeyManager(ctx: Context): string | null {
+  const p = requirePrincipal(ctx);
+  if (p.role === "AGENT") throw new ForbiddenError("only a board key or the admin token may do this");
   return p.companyId;
 }
 

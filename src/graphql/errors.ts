@@ -9,7 +9,7 @@
 import { GraphQLError } from "graphql";
 import { SubscriptionOverflowError } from "../events/notices.js";
 import { LimitExceededError } from "../limits.js";
-import { EventsPrunedError, ForbiddenError, InvalidInputError } from "../domain/errors.js";
+import { EventsPrunedError, ForbiddenError, InvalidInputError, NotFoundError } from "../domain/errors.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 import { unavailability } from "../db/sql.js";
@@ -53,6 +53,7 @@ export function maskError(log: Logger, metrics: Metrics) {
       new GraphQLError(msg, { nodes: located?.nodes, path: located?.path, extensions });
     if (original instanceof InvalidInputError) return clientError(original.message, { code: "BAD_USER_INPUT" });
     if (original instanceof ForbiddenError) return clientError(original.message, { code: "FORBIDDEN" });
+    if (original instanceof NotFoundError) return clientError(original.message, { code: "NOT_FOUND" });
     if (original instanceof EventsPrunedError) {
       return clientError(original.message, {
         code: "EVENTS_PRUNED",

@@ -1,6 +1,8 @@
 // The mutations, grouped by who may call them. Each resolver checks scope,
 // validates ids and calls one verb from src/locks (or src/auth).
 import { createAgent, createCompany } from "../auth/accounts.js";
+import { rotateAgentKey, rotateBoardKey } from "../auth/rotateKeys.js";
+import { disableAgent, enableAgent } from "../locks/disableAgent.js";
 import { acquireExecution } from "../locks/acquireExecution.js";
 import { claimIssue } from "../locks/claimIssue.js";
 import { claimIssues } from "../locks/claimIssues.js";
@@ -15,8 +17,10 @@ import { updateIssue } from "../locks/updateIssue.js";
 import type { UpdateIssueInput } from "../locks/updateIssue.js";
 import { traced } from "../tracing/spans.js";
 import { builder } from "./builder.js";
-import { requireAdmin, requireAgent, requireBoard } from "./context.js";
+import { requireAdmin, requireAgent, requireBoard, requireKeyManager } from "./context.js";
+import { AgentRef } from "./types/company.js";
 import { validateId } from "../domain/validate.js";
+import { InvalidInputError, NotFoundError } from "../domain/errors.js";
 import { IssueStatusEnum, ReleaseOutcomeEnum, RunStatusEnum } from "./types/enums.js";
 import { ConcurrencyLimitRef } from "./types/concurrencyLimit.js";
 import { CreateIssueInputRef, IssueRef, UpdateIssueInputRef } from "./types/issue.js";
@@ -30,6 +34,7 @@ import {
   ForceReleaseResultRef,
   HeartbeatTickRef,
   ReleaseIssueResultRef,
+  RotateKeyPayloadRef,
   RunResultRef,
   UpdateIssueResultRef,
 } from "./types/results.js";
@@ -46,6 +51,57 @@ builder.mutationFields((t) => ({
       requireAdmin(ctx);
       return createCompany(ctx.services.db, name);
     },
+  }),
+}));
+
+// ---- BOARD or ADMIN: keys and agents (docs/access.md, "Rotating and revoking keys") ----
+// A board key acts on its own company; another company's agent is "not found".
+// The admin token acts on any. Once one of these returns, the keys it revoked
+// are refused on every instance within a second (src/auth/revocations.ts).
+builder.mutationFields((t) => ({
+  rotateAgentKey: t.field({
+    type: RotateKeyPayloadRef,
+    description: "A new key for the agent, shown once; every key it had stops working. A disabled agent must be enabled first.",
+    args: { agentId: t.arg.id({ required: true }) },
+    resolve: async (_root, { agentId }, ctx) => {
+      const rotated = await rotateAgentKey(ctx.services.db, requireKeyManager(ctx), validateId("agentId", agentId));
+      ctx.services.revocations.committed(rotated.revokedKeyIds);
+      return { apiKey: rotated.apiKey };
+    },
+  }),
+
+  rotateBoardKey: t.field({
+    type: RotateKeyPayloadRef,
+    description: "A new board key, shown once; the old one stops working. The admin token names the company.",
+    args: { companyId: t.arg.id({ description: "The admin token's choice; a board key may leave it out or name its own company." }) },
+    resolve: async (_root, { companyId }, ctx) => {
+      const scope = requireKeyManager(ctx);
+      const named = companyId == null ? null : validateId("companyId", companyId);
+      if (scope === null && named === null) throw new InvalidInputError("the admin token must name the company (companyId)");
+      if (scope !== null && named !== null && named !== scope) throw new NotFoundError(`company ${named} not found`);
+      const rotated = await rotateBoardKey(ctx.services.db, scope ?? named!);
+      ctx.services.revocations.committed(rotated.revokedKeyIds);
+      return { apiKey: rotated.apiKey };
+    },
+  }),
+
+  disableAgent: t.field({
+    type: AgentRef,
+    description:
+      "Every key of the agent stops working; its running runs are finished (CANCELLED) and the locks they held freed, attempts charged as for any dead run (events with reason AGENT_DISABLED). All in one transaction.",
+    args: { agentId: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
+    resolve: async (_root, { agentId, reason }, ctx) => {
+      const disabled = await disableAgent(ctx.services.locks, requireKeyManager(ctx), validateId("agentId", agentId), reason);
+      ctx.services.revocations.committed(disabled.revokedKeyIds);
+      return disabled.agent;
+    },
+  }),
+
+  enableAgent: t.field({
+    type: AgentRef,
+    description: "The agent may be given a key again (rotateAgentKey); the keys it had stay revoked.",
+    args: { agentId: t.arg.id({ required: true }) },
+    resolve: (_root, { agentId }, ctx) => enableAgent(ctx.services.db, requireKeyManager(ctx), validateId("agentId", agentId)),
   }),
 }));
 

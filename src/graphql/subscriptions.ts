@@ -1,13 +1,53 @@
 import { principalKey } from "../auth/principal.js";
+import type { KeyRevocations } from "../auth/revocations.js";
 import { issueNotices } from "../events/notices.js";
 import { lockEventStream } from "../events/stream.js";
 import { getIssues } from "../locks/reads.js";
 import { builder } from "./builder.js";
-import { requireCompanyReader } from "./context.js";
+import { keyRevoked, requireCompanyReader } from "./context.js";
 import { validateId } from "../domain/validate.js";
 import { parseSeq } from "./queries.js";
 import { IssueRef } from "./types/issue.js";
 import { LockEventRef } from "./types/lockEvent.js";
+
+const REVOKED = Symbol("revoked");
+
+/**
+ * The stream, ended with UNAUTHENTICATED as soon as the key that opened it is
+ * revoked (src/auth/revocations.ts), on whichever instance it is open. Its
+ * return() takes effect at once, as the streams' own do.
+ */
+function endWhenRevoked<T>(source: AsyncIterator<T>, revocations: KeyRevocations, keyId: string | null): AsyncIterableIterator<T> {
+  let unwatch = () => {};
+  const revoked = keyId === null ? new Promise<never>(() => {}) : new Promise<typeof REVOKED>((resolve) => (unwatch = revocations.watch(keyId, () => resolve(REVOKED))));
+  const end = () => {
+    unwatch();
+    void source.return?.(undefined)?.catch(() => {});
+  };
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next() {
+      const result = await Promise.race([source.next(), revoked]);
+      if (result === REVOKED) {
+        end();
+        throw keyRevoked();
+      }
+      if (result.done) unwatch();
+      return result;
+    },
+    async return(value?: unknown) {
+      unwatch();
+      return (await source.return?.(value)) ?? { done: true, value: undefined };
+    },
+    async throw(err?: unknown) {
+      unwatch();
+      if (source.throw) return source.throw(err);
+      throw err;
+    },
+  };
+}
 
 builder.subscriptionFields((t) => ({
   lockChanged: t.field({
@@ -30,13 +70,14 @@ builder.subscriptionFields((t) => ({
       const { metrics, admission } = ctx.services;
       // Counted against the key's and the company's limits until the stream ends, however it ends.
       const release = admission.openSubscription(principalKey(ctx.principal, ""), filter.companyId);
-      return lockEventStream(ctx.services.ledger, ctx.services.bus, ctx.services.watcher, filter, {
+      const stream = lockEventStream(ctx.services.ledger, ctx.services.bus, ctx.services.watcher, filter, {
         onOpen: () => metrics.subscriptions.inc(),
         onClose: () => {
           metrics.subscriptions.dec();
           release();
         },
       });
+      return endWhenRevoked(stream, ctx.services.revocations, ctx.principal!.keyId);
     },
     resolve: (event) => event,
   }),
@@ -48,11 +89,11 @@ builder.subscriptionFields((t) => ({
       "as they are now, from any API instance. Lock and status changes are lockChanged's. Best effort: not in the ledger and " +
       "not replayed, so read the issues after subscribing (and after any reconnect). Each answer holds up to 1000 issues.",
     args: { companyId: t.arg.id({ required: true }) },
-    subscribe: (_root, args, ctx) => {
+    subscribe: async (_root, args, ctx) => {
       const companyId = requireCompanyReader(ctx, args.companyId);
       const { metrics, admission } = ctx.services;
       const release = admission.openSubscription(principalKey(ctx.principal, ""), companyId);
-      return issueNotices(ctx.services.bus, companyId, {
+      const notices = await issueNotices(ctx.services.bus, companyId, {
         maxPending: ctx.services.subscriptionBuffer,
         onOpen: () => metrics.subscriptions.inc(),
         onClose: () => {
@@ -60,6 +101,7 @@ builder.subscriptionFields((t) => ({
           release();
         },
       });
+      return endWhenRevoked(notices, ctx.services.revocations, ctx.principal!.keyId);
     },
     resolve: (ids, args, ctx) => getIssues(ctx.services.db, ids, args.companyId),
   }),

@@ -15,6 +15,7 @@ import { WebSocketServer } from "ws";
 import type { WebSocket } from "ws";
 import type { Principal, PrincipalResolver } from "../auth/principal.js";
 import { principalKey } from "../auth/principal.js";
+import type { KeyRevocations } from "../auth/revocations.js";
 import type { TransportContext } from "../graphql/documents.js";
 import { limitError } from "../graphql/documents.js";
 import { codeOf } from "../graphql/errors.js";
@@ -33,7 +34,11 @@ type SocketState = {
   principal?: Principal | null;
   address?: string;
   release?: () => void;
+  unwatch?: () => void;
 };
+
+/** Closes a socket whose key was revoked: 4403, after its subscriptions have sent their UNAUTHENTICATED (they end first). */
+const REVOKED_CLOSE_DELAY_MS = 250;
 
 /**
  * The Authorization an operation carries itself: GraphiQL sends the headers
@@ -50,6 +55,7 @@ function operationAuthorization(extensions: unknown): unknown {
 export interface WebSocketDeps {
   yoga: YogaServerInstance<TransportContext, object>;
   resolver: PrincipalResolver;
+  revocations: KeyRevocations;
   admission: Admission;
   limits: Limits;
   log: Logger;
@@ -112,6 +118,11 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
           ctx.extra.release = deps.admission.openConnection(principalKey(principal, address));
           ctx.extra.principal = principal;
           ctx.extra.address = address;
+          if (principal?.keyId) {
+            ctx.extra.unwatch = deps.revocations.watch(principal.keyId, () => {
+              setTimeout(() => socket.close(4403, "the key was revoked"), REVOKED_CLOSE_DELAY_MS).unref();
+            });
+          }
           return true;
         } catch (err) {
           if (err instanceof LimitExceededError) {
@@ -124,7 +135,10 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
           return false;
         }
       },
-      onClose: (ctx) => ctx.extra.release?.(),
+      onClose: (ctx) => {
+        ctx.extra.release?.();
+        ctx.extra.unwatch?.();
+      },
       onSubscribe: async (ctx, _id, params) => {
         // ctx.subscriptions already holds this operation.
         if (Object.keys(ctx.subscriptions).length > deps.limits.subscriptionsPerSocket) {

@@ -130,3 +130,16 @@ export const reopenOrEscalate = (
   alias: string,
   { attempts = `${alias}.attempt_count`, maxAttempts = `${alias}.max_attempts` }: { attempts?: string; maxAttempts?: string } = {},
 ) => `(CASE WHEN ${attempts} >= ${maxAttempts} THEN 'ESCALATED' ELSE 'OPEN' END)::issue_status`;
+
+/**
+ * A dead holder's lock taken back from issue `alias` (RECOVER_LOCKS_OF_DEAD_RUNS,
+ * and disableAgent's RECOVER_LOCKS_OF_DISABLED_RUNS): the attempt a CLAIMED
+ * holder used is charged, the issue reopens (or escalates when that was its
+ * last attempt), both locks cleared. RECOVERED_KIND is its event's kind.
+ */
+export const recoverLock = (alias: string) =>
+  `attempt_count = ${attemptsAfterDeath(alias)},
+   status = ${reopenOrEscalate(alias, { attempts: attemptsAfterDeath(alias) })},
+   ${CLEAR_LOCKS}`;
+/** The event of a recovered lock, read from the changed row `alias`. */
+export const recoveredKind = (alias: string) => `CASE WHEN ${alias}.status = 'ESCALATED' THEN 'ESCALATED' ELSE 'RECOVERED' END`;

@@ -2,7 +2,7 @@
 // another company reads as not found.
 import type { Queryable } from "../db/client.js";
 import { prunedColumns, refusePruned } from "../events/ledger.js";
-import { eventJson, issueJson, named, queryAll, queryOne, raw, runJson, sql } from "../db/sql.js";
+import { agentJson, eventJson, issueJson, named, queryAll, queryOne, raw, runJson, sql } from "../db/sql.js";
 import type { Agent, Company } from "../domain/types.js";
 import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "../domain/types.js";
 
@@ -27,7 +27,7 @@ export async function listCompanies(db: Queryable, first: number): Promise<Compa
 export async function listAgents(db: Queryable, companyId: string): Promise<Agent[]> {
   const rows = await queryAll<{ agent: Agent }>(
     db,
-    sql`SELECT json_build_object('id', a.id, 'companyId', a.company_id, 'name', a.name, 'nameKey', a.name_key, 'createdAt', a.created_at) AS agent
+    sql`SELECT ${agentJson("a")} AS agent
           FROM agents a WHERE a.company_id = ${companyId}::uuid ORDER BY a.created_at, a.id`,
   );
   return rows.map((r) => r.agent);

@@ -33,18 +33,28 @@ export function withoutLive(run: RunView): Run {
 
 const lease = (seconds: number) => sql`now() + make_interval(secs => ${seconds}::int)`;
 
-/** START_RUN: a RUNNING run for the calling agent, its lease from the database clock. */
+/**
+ * START_RUN: a RUNNING run for the calling agent, its lease from the database
+ * clock. Invariant: a disabled agent gets no run. The agent row is read FOR
+ * SHARE: disableAgent locks it FOR UPDATE before it ends the agent's runs, so
+ * a run is either started before (and ended by it) or refused after.
+ */
 export async function startRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, actor: AgentActor): Promise<Run> {
-  const row = await queryOne<{ run: Run }>(
+  const row = await queryOne<{ run: Run | null }>(
     deps.db,
     named("START_RUN", sql`
-      WITH started AS (
+      WITH agent AS (
+        SELECT a.id, a.company_id FROM agents a
+         WHERE a.id = ${actor.agentId}::uuid AND a.company_id = ${actor.companyId}::uuid AND a.disabled_at IS NULL
+           FOR SHARE
+      ), started AS (
         INSERT INTO heartbeat_runs (company_id, agent_id, status, lease_expires_at)
-        VALUES (${actor.companyId}::uuid, ${actor.agentId}::uuid, 'RUNNING', ${lease(deps.leaseSeconds)})
+        SELECT a.company_id, a.id, 'RUNNING', ${lease(deps.leaseSeconds)} FROM agent a
         RETURNING *
       )
-      SELECT ${runJson("s")} AS run FROM started s`),
+      SELECT (SELECT ${runJson("s")} FROM started s) AS run`),
   );
+  if (!row.run) throw new ForbiddenError("this agent is disabled: it may not start runs");
   return row.run;
 }
 

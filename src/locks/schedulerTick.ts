@@ -18,10 +18,10 @@ export interface SchedulerTick {
   claims: IssueClaimed[];
 }
 
-/** AGENTS_WITH_CLAIMABLE_WORK: served by issues_claimable_idx (one probe per agent); its own work only, not the pool. */
+/** AGENTS_WITH_CLAIMABLE_WORK: served by issues_claimable_idx (one probe per agent); its own work only, not the pool; enabled agents only. */
 const agentsWithWork = (companyId: string) => sql`
   SELECT a.id AS "agentId", a.name_key AS "agentNameKey" FROM agents a
-   WHERE a.company_id = ${companyId}::uuid
+   WHERE a.company_id = ${companyId}::uuid AND a.disabled_at IS NULL
      AND EXISTS (SELECT 1 FROM issues i
                   WHERE i.company_id = a.company_id AND ${claimableBy("i", raw("a.id"))})
    ORDER BY a.created_at, a.id`;

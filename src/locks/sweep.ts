@@ -8,7 +8,7 @@ import type { Db } from "../db/client.js";
 import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent } from "../db/sql.js";
 import { commitChange } from "./commit.js";
 import type { EventSink } from "../domain/types.js";
-import { CLEAR_LOCKS, attemptsAfterDeath, reopenOrEscalate } from "./fragments.js";
+import { attemptsAfterDeath, recoveredKind, recoverLock, reopenOrEscalate } from "./fragments.js";
 import type { LockEvent } from "../domain/types.js";
 import { ATTR, inSpan } from "../tracing/spans.js";
 
@@ -97,12 +97,9 @@ const recoverDeadLocks = (batch: number) => sql`
   ),
   changed AS (
     UPDATE issues i
-       SET attempt_count = ${raw(attemptsAfterDeath("i"))},
-           status = ${raw(reopenOrEscalate("i", { attempts: attemptsAfterDeath("i") }))},
-           ${raw(CLEAR_LOCKS)}, ${raw(stampEvent("i"))}, updated_at = now()
+       SET ${raw(recoverLock("i"))}, ${raw(stampEvent("i"))}, updated_at = now()
       FROM locked l WHERE i.id = l.id
-    RETURNING i.*,
-              CASE WHEN i.status = 'ESCALATED' THEN 'ESCALATED' ELSE 'RECOVERED' END AS ev_kind,
+    RETURNING i.*, ${raw(recoveredKind("i"))} AS ev_kind,
               l.dead_run AS ev_run_id, l.agent_id AS ev_agent_id,
               CASE WHEN l.run_status IS NULL THEN 'RUN_MISSING'
                    WHEN l.run_status = 'TIMED_OUT' THEN 'LEASE_EXPIRED'

@@ -27,5 +27,11 @@ export const AgentRef = builder.objectRef<Agent>("Agent").implement({
     name: t.exposeString("name"),
     nameKey: t.exposeString("nameKey", { description: "The name, normalised: unique within the company." }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
+    disabledAt: t.expose("disabledAt", {
+      type: "DateTime",
+      nullable: true,
+      description: "When the agent was disabled (disableAgent): none of its keys works and it gets no runs. Null while enabled.",
+    }),
+    disabledReason: t.exposeString("disabledReason", { nullable: true, description: "Why, as disableAgent was told. Null while enabled." }),
   }),
 });

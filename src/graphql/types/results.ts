@@ -95,6 +95,12 @@ export const CreateAgentPayloadRef = builder.objectRef<{ agent: Agent; apiKey: s
   }),
 });
 
+export const RotateKeyPayloadRef = builder.objectRef<{ apiKey: string }>("RotateKeyPayload").implement({
+  fields: (t) => ({
+    apiKey: t.exposeString("apiKey", { description: "Shown once, like createAgent's; only its hash is stored. The key it replaces no longer works." }),
+  }),
+});
+
 export const HeartbeatTickRef = builder.objectRef<SchedulerTick>("HeartbeatTick").implement({
   fields: (t) => ({
     runs: t.field({ type: [HeartbeatRunRef], resolve: (tick) => tick.runs }),

@@ -1,0 +1,115 @@
+// disableAgent and enableAgent (docs/access.md, "Rotating and revoking keys").
+// Disabling an agent revokes every key it has, finishes its RUNNING runs
+// (CANCELLED) and takes back the locks they held as the recovery sweep takes
+// back a dead run's: the attempt charged as for any dead run, the issue OPEN
+// again or ESCALATED, a RECOVERED (or ESCALATED) event with reason
+// AGENT_DISABLED. All of it commits together; the caller then tells every
+// instance which keys were revoked (revocations.ts).
+import { agentJson, appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent } from "../db/sql.js";
+import { InvalidInputError, NotFoundError } from "../domain/errors.js";
+import type { Agent, LockEvent } from "../domain/types.js";
+import { REVOKE_KEYS } from "../auth/rotateKeys.js";
+import type { Scope } from "../auth/rotateKeys.js";
+import { validateText } from "../domain/validate.js";
+import { commitTransaction } from "./commit.js";
+import type { LockDeps } from "./deps.js";
+import { recoveredKind, recoverLock } from "./fragments.js";
+
+export interface Disabled {
+  agent: Agent;
+  revokedKeyIds: string[];
+  events: LockEvent[];
+}
+
+/** The event reason of a lock taken back from a disabled agent's run. */
+export const AGENT_DISABLED = "AGENT_DISABLED";
+
+/**
+ * LOCK_AGENT, DISABLE_AGENT, then RECOVER_LOCKS_OF_DISABLED_RUNS, in one
+ * transaction. Invariant: once this commits, the agent has no key that works
+ * and no run that holds a lock. The agent row is locked first (rotations of
+ * the agent take turns with this). DISABLE_AGENT updates the runs: claims
+ * read their run FOR SHARE, so once it has the run rows no new lock can be
+ * taken by them, and the third statement, a fresh snapshot, sees every issue
+ * they managed to claim before. Disabling a disabled agent changes its reason
+ * only (its keys and runs are already gone).
+ */
+export async function disableAgent(deps: LockDeps, scope: Scope, agentId: string, reason: string): Promise<Disabled> {
+  const why = validateText("reason", reason.trim(), 1000);
+  if (!why) throw new InvalidInputError("reason must not be empty: say why the agent is disabled");
+  const done = await commitTransaction(deps, () => retryingAborts(() => deps.db.$transaction(async (tx) => {
+    const locked = await queryOneInTransaction<{ found: boolean }>(
+      tx,
+      named("LOCK_AGENT", sql`
+        WITH a AS (
+          SELECT a.id FROM agents a
+           WHERE a.id = ${agentId}::uuid AND (${scope}::uuid IS NULL OR a.company_id = ${scope}::uuid)
+             FOR UPDATE
+        )
+        SELECT EXISTS (SELECT 1 FROM a) AS found`),
+    );
+    if (!locked.found) return null;
+    const disabled = await queryOneInTransaction<{ agent: Agent; revoked: string[] }>(
+      tx,
+      named("DISABLE_AGENT", sql`
+        WITH agent AS (
+          UPDATE agents a SET disabled_at = coalesce(a.disabled_at, now()), disabled_reason = ${why}
+           WHERE a.id = ${agentId}::uuid
+          RETURNING a.*
+        ), revoked AS (
+          UPDATE api_keys k SET ${raw(REVOKE_KEYS)}
+           WHERE k.agent_id = ${agentId}::uuid AND k.revoked_at IS NULL
+          RETURNING k.id
+        ), runs AS (
+          UPDATE heartbeat_runs r SET status = 'CANCELLED', finished_at = now()
+           WHERE r.agent_id = ${agentId}::uuid AND r.status = 'RUNNING'
+          RETURNING r.id
+        )
+        SELECT (SELECT ${agentJson("a")} FROM agent a) AS agent,
+               coalesce((SELECT array_agg(id::text) FROM revoked), '{}') AS revoked,
+               (SELECT count(*) FROM runs) AS runs`),
+    );
+    const recovered = await queryOneInTransaction<{ events: LockEvent[] }>(
+      tx,
+      named("RECOVER_LOCKS_OF_DISABLED_RUNS", sql`
+        WITH held AS (
+          -- every lock a run of the agent holds: all its runs are finished now
+          SELECT i.id, i.checkout_run_id AS run_id FROM issues i JOIN heartbeat_runs r ON r.id = i.checkout_run_id
+           WHERE r.agent_id = ${agentId}::uuid
+           ORDER BY i.id
+             FOR UPDATE OF i
+        ),
+        changed AS (
+          UPDATE issues i SET ${raw(recoverLock("i"))}, ${raw(stampEvent("i"))}, updated_at = now()
+            FROM held h
+           WHERE i.id = h.id
+          RETURNING i.*, ${raw(recoveredKind("i"))} AS ev_kind, h.run_id AS ev_run_id,
+                    ${agentId}::uuid AS ev_agent_id, ${AGENT_DISABLED}::text AS ev_reason
+        ),
+        ${appendEvents("changed")}
+        SELECT (SELECT list FROM events) AS events`),
+    );
+    return { agent: disabled.agent, revokedKeyIds: disabled.revoked, events: recovered.events };
+  })));
+  if (!done) throw new NotFoundError(`agent ${agentId} not found`);
+  return done;
+}
+
+/**
+ * ENABLE_AGENT: the agent may be given a key again (rotateAgentKey); the keys
+ * it had stay revoked.
+ */
+export async function enableAgent(db: LockDeps["db"], scope: Scope, agentId: string): Promise<Agent> {
+  const row = await queryOne<{ agent: Agent | null }>(
+    db,
+    named("ENABLE_AGENT", sql`
+      WITH agent AS (
+        UPDATE agents a SET disabled_at = NULL, disabled_reason = NULL
+         WHERE a.id = ${agentId}::uuid AND (${scope}::uuid IS NULL OR a.company_id = ${scope}::uuid)
+        RETURNING a.*
+      )
+      SELECT (SELECT ${agentJson("a")} FROM agent a) AS agent`),
+  );
+  if (!row.agent) throw new NotFoundError(`agent ${agentId} not found`);
+  return row.agent;
+}
