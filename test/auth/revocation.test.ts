@@ -12,6 +12,7 @@ import type { Company, Harness } from "../helpers/harness.js";
 import { eventually, race } from "../helpers/race.js";
 import { PrivateRedis } from "../helpers/redis.js";
 import { Subscriber } from "../helpers/subscriber.js";
+import { startRun } from "../../src/locks/runs.js";
 
 /** The revocation poll's interval on both instances. */
 const POLL_MS = 200;
@@ -190,6 +191,9 @@ it("disabling an agent finishes its runs and frees their locks in the same trans
   // refused at once here, within a second there, however it comes
   expect(await agent.client.errorCode(Ops.HeartbeatRunDocument, { runId: run.id })).toBe("UNAUTHENTICATED");
   await refusedWithin(onB(agent.client.token), WITHIN_MS);
+  // a run cannot start for it even past the key check (a request authenticated just before): START_RUN refuses
+  const actor = { companyId: co.id, agentId: agent.id, agentNameKey: (await h.one<{ k: string }>("SELECT name_key AS k FROM agents WHERE id = $1", [agent.id])).k };
+  await expect(startRun(h.app.services.locks, actor)).rejects.toThrow(/disabled/);
   // the scheduler gives it no run, though it has work assigned
   const { runHeartbeat } = await co.board.ok(Ops.RunHeartbeatDocument, {});
   expect(runHeartbeat.runs.map((r) => r.agentId)).not.toContain(agent.id);
@@ -267,4 +271,51 @@ it("never logs key material", async () => {
   for (const key of [rotateAgentKey.apiKey, rotateBoardKey.apiKey, co.board.token!, co.agents[0]!.client.token!, ADMIN_TOKEN]) {
     expect(logged).not.toContain(key);
   }
+});
+
+it("disabling an agent while it claims and starts runs on both instances leaves it holding nothing", async () => {
+  const co = await createCompany(h, 1);
+  const agent = co.agents[0]!;
+  await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 200 }, (_, i) => ({ title: `job ${i}`, assigneeAgentId: agent.id })) });
+  const outcomes = new Map<string, number>();
+  const count = (what: string) => outcomes.set(what, (outcomes.get(what) ?? 0) + 1);
+  let stop = false;
+  const claimers = Array.from({ length: 4 }, async (_, i) => {
+    const client = new Client(i % 2 ? b.url : h.url, agent.client.token);
+    let runId: string | null = null;
+    while (!stop) {
+      if (!runId) {
+        const started = await client.request(Ops.StartRunDocument);
+        if (started.errors) {
+          count(started.errors[0]!.extensions!.code!);
+          if (started.errors[0]!.extensions!.code === "UNAUTHENTICATED") return;
+          continue;
+        }
+        runId = started.data!.startRun.id;
+      }
+      const res = await client.request(Ops.ClaimIssueDocument, { runId });
+      if (res.errors) {
+        count(res.errors[0]!.extensions!.code!);
+        if (res.errors[0]!.extensions!.code === "UNAUTHENTICATED") return;
+        continue;
+      }
+      count(res.data!.claimIssue.__typename);
+      if (res.data!.claimIssue.__typename === "RunNotActive") runId = null;
+      if (res.data!.claimIssue.__typename === "IssueClaimed" && Math.random() < 0.3) runId = null; // leave it held, start another run
+    }
+  });
+  await eventually(() => ((outcomes.get("IssueClaimed") ?? 0) >= 10 ? true : undefined), "the claimers to be claiming");
+  await co.board.ok(Ops.DisableAgentDocument, { agentId: agent.id, reason: "racing" });
+  // every claimer is refused within a second, on either instance, and stops by itself
+  await Promise.race([Promise.all(claimers), new Promise((_, reject) => setTimeout(() => reject(new Error("claimers still accepted")), WITHIN_MS * 5))]).finally(() => (stop = true));
+  expect(outcomes.get("UNAUTHENTICATED")).toBe(4);
+  expect(await h.one("SELECT count(*)::int AS n FROM heartbeat_runs WHERE agent_id = $1 AND status = 'RUNNING'", [agent.id])).toEqual({ n: 0 });
+  expect(
+    await h.one("SELECT count(*)::int AS n FROM issues i JOIN heartbeat_runs r ON r.id = i.checkout_run_id WHERE r.agent_id = $1", [agent.id]),
+  ).toEqual({ n: 0 });
+  // every claim was taken back with one event, and charged one attempt (each died CLAIMED)
+  const { n: recovered } = await h.one<{ n: number }>("SELECT count(*)::int AS n FROM lock_events WHERE company_id = $1 AND reason = 'AGENT_DISABLED'", [co.id]);
+  const { n: claimed } = await h.one<{ n: number }>("SELECT count(*)::int AS n FROM lock_events WHERE company_id = $1 AND kind = 'CLAIMED'", [co.id]);
+  expect(recovered).toBe(claimed);
+  expect(await h.one("SELECT coalesce(sum(attempt_count), 0)::int AS n FROM issues WHERE company_id = $1", [co.id])).toEqual({ n: claimed });
 });
