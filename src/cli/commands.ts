@@ -145,6 +145,24 @@ function printLimits(ctx: Context, limits: Limit[]): void {
   );
 }
 
+type Agent = Documents.AgentFieldsFragment;
+
+function printAgent(ctx: Context, agent: Agent): void {
+  if (ctx.json) return ctx.out(JSON.stringify(agent));
+  for (const [k, v] of Object.entries(agent)) ctx.out(`${k.padEnd(22)} ${v ?? ""}`);
+}
+
+/**
+ * A new key, shown once: with --json, {"apiKey": "…"}; otherwise the key alone
+ * on stdout (so that KEY=$(baton … rotate-key …) holds just the key) and what it
+ * is on stderr. It goes nowhere else: no log line, no error message.
+ */
+function printNewKey(ctx: Context, apiKey: string, whose: string): void {
+  if (ctx.json) return ctx.out(JSON.stringify({ apiKey }));
+  ctx.err(`baton: the new key for ${whose}, shown once: keep it now. The key it replaces no longer works.`);
+  ctx.out(apiKey);
+}
+
 /** setConcurrencyLimit's bounds (the server checks them too). */
 const MAX_LIMIT = 10_000;
 
@@ -404,6 +422,60 @@ export const COMMANDS: Record<string, Command> = {
           throw pruned(err);
         }
       }
+      return 0;
+    },
+  },
+
+  agent: {
+    args: "rotate-key ID | disable ID --reason R | enable ID",
+    what: "an agent's key and state: a new key (shown once), disable it, enable it (board key, admin)",
+    async run(ctx, words) {
+      const chosen = subcommand(ctx, words, "Usage: baton agent rotate-key ID | disable ID --reason R | enable ID");
+      if (typeof chosen === "number") return chosen;
+      const [verb, rest] = chosen;
+      switch (verb) {
+        case "rotate-key": {
+          const p = parse(ctx, rest, "agent rotate-key ID", {}, 1);
+          if (!p) return 0;
+          const agentId = p.positionals[0]!;
+          const { rotateAgentKey } = await ctx.baton.request(Documents.RotateAgentKeyDocument, { agentId });
+          printNewKey(ctx, rotateAgentKey.apiKey, `agent ${agentId}`);
+          return 0;
+        }
+        case "disable": {
+          const p = parse(ctx, rest, "agent disable ID --reason R", { reason: { type: "string" } }, 1);
+          if (!p) return 0;
+          if (typeof p.values.reason !== "string") throw new Usage("--reason is required: baton agent disable ID --reason R");
+          const { disableAgent } = await ctx.baton.request(Documents.DisableAgentDocument, { agentId: p.positionals[0]!, reason: p.values.reason });
+          printAgent(ctx, disableAgent);
+          return 0;
+        }
+        case "enable": {
+          const p = parse(ctx, rest, "agent enable ID", {}, 1);
+          if (!p) return 0;
+          const { enableAgent } = await ctx.baton.request(Documents.EnableAgentDocument, { agentId: p.positionals[0]! });
+          printAgent(ctx, enableAgent);
+          return 0;
+        }
+        default:
+          throw new Usage(`agent ${verb}: expected rotate-key, disable or enable`);
+      }
+    },
+  },
+
+  board: {
+    args: "rotate-key [--company ID]",
+    what: "a new board key (shown once); the old one stops working (board key; admin with --company)",
+    async run(ctx, words) {
+      const chosen = subcommand(ctx, words, "Usage: baton board rotate-key [--company ID]   (the admin token names the company)");
+      if (typeof chosen === "number") return chosen;
+      const [verb, rest] = chosen;
+      if (verb !== "rotate-key") throw new Usage(`board ${verb}: expected rotate-key`);
+      const p = parse(ctx, rest, "board rotate-key [--company ID]", { company: { type: "string" } });
+      if (!p) return 0;
+      const companyId = await companyOf(ctx, p.values.company);
+      const { rotateBoardKey } = await ctx.baton.request(Documents.RotateBoardKeyDocument, { companyId });
+      printNewKey(ctx, rotateBoardKey.apiKey, `company ${companyId}`);
       return 0;
     },
   },

@@ -12,10 +12,14 @@
 //     the issue is not released again;
 //   - SIGINT/SIGTERM to baton: stop claiming, let commands finish for up to
 //     --drain-timeout seconds, stop them, finish the run, exit 0; a second
-//     signal stops them at once and exits 1.
+//     signal stops them at once and exits 1;
+//   - if the key is revoked (rotated, or the agent disabled) every hold is
+//     lost at once: each command is stopped as above, nothing more is claimed
+//     or released, and once the commands have exited baton exits 3 with one
+//     line saying so.
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { Requeue } from "../client/index.js";
+import { Requeue, UnauthenticatedError } from "../client/index.js";
 import type { Job, WorkIssue } from "../client/index.js";
 import { parse, Usage } from "./commands.js";
 import type { Context } from "./commands.js";
@@ -115,7 +119,7 @@ export async function workCommand(ctx: Context, words: string[]): Promise<number
   const onSignal = (signal: NodeJS.Signals) => {
     if (++signals === 1) {
       ctx.err(`baton: ${signal}: stopping (draining for up to ${drain} s)`);
-      void worker.stop();
+      worker.stop().catch(() => {}); // how it ended (a revoked key, say) is worker.done's, below
       return;
     }
     ctx.err(`baton: second signal: stopping commands now`);
@@ -123,6 +127,13 @@ export async function workCommand(ctx: Context, words: string[]): Promise<number
     process.exit(1);
   };
   process.on("SIGINT", onSignal).on("SIGTERM", onSignal);
-  await worker.done;
+  try {
+    await worker.done;
+  } catch (err) {
+    // The key was revoked: the worker has aborted every job, so each command has its SIGTERM (and SIGKILL
+    // 10 s later). Exit once they are gone; main prints the error's one line and exits 3.
+    if (err instanceof UnauthenticatedError) await Promise.all([...children].map((child) => new Promise((resolve) => child.once("close", resolve))));
+    throw err;
+  }
   return 0;
 }

@@ -65,12 +65,33 @@ export class EventsPrunedError extends BatonError {
   }
 }
 
-/** The error for a GraphQL answer's errors: EventsPrunedError for EVENTS_PRUNED, else a BatonError with the first one's code. */
+/**
+ * UNAUTHENTICATED: the token is not a key the server accepts (any more). A key
+ * that worked and then gets this was revoked: rotated (rotateAgentKey,
+ * rotateBoardKey), or its agent disabled (disableAgent). A worker ends with
+ * it (docs/client.md, "When the key is revoked").
+ */
+export class UnauthenticatedError extends BatonError {
+  override name = "UnauthenticatedError";
+  constructor(message: string, errors: readonly { message: string; extensions?: Record<string, unknown> }[] = []) {
+    super(message, "UNAUTHENTICATED", errors);
+  }
+}
+
+/** The error for a GraphQL answer's errors: EventsPrunedError for EVENTS_PRUNED, UnauthenticatedError for UNAUTHENTICATED, else a BatonError with the first one's code. */
 function batonErrorOf(errors: readonly { message: string; extensions?: Record<string, unknown> }[]): BatonError {
   const first = errors[0]!;
   const code = String(first.extensions?.code ?? "GRAPHQL_ERROR");
-  return code === "EVENTS_PRUNED" ? new EventsPrunedError(first.message, errors) : new BatonError(first.message, code, errors);
+  if (code === "EVENTS_PRUNED") return new EventsPrunedError(first.message, errors);
+  if (code === "UNAUTHENTICATED") return new UnauthenticatedError(first.message, errors);
+  return new BatonError(first.message, code, errors);
 }
+
+/** Codes that end a subscription for good when graphql-ws throws them (an `error` message): resubscribing would be refused again. */
+const FINAL_CODES = new Set(["EVENTS_PRUNED", "UNAUTHENTICATED", "FORBIDDEN"]);
+
+/** The close code the API ends a WebSocket with once its key is revoked (after its subscriptions' UNAUTHENTICATED). */
+const KEY_REVOKED_CLOSE = 4403;
 
 export interface RequestOptions {
   signal?: AbortSignal;
@@ -161,6 +182,7 @@ export class Baton {
    * last seq it yielded (the server replays what was missed) and drops
    * anything at or below it. Ends only when the loop breaks out of it (or
    * return() is called); a refusal (a bad token, a foreign company) is thrown,
+   * and so is UnauthenticatedError when the key is revoked mid-stream,
    * and so is EventsPrunedError when retention dropped events after the seq it
    * would resume from (it does not retry: resuming there would skip them).
    * Started without afterSeq, it resumes exactly from its first event on;
@@ -221,8 +243,11 @@ export class Baton {
           }
         } catch (err) {
           if (err instanceof BatonError) throw err;
-          // graphql-ws ends an operation with an `error` message by throwing its errors (an array).
-          if (Array.isArray(err) && (err[0] as { extensions?: { code?: unknown } } | undefined)?.extensions?.code === "EVENTS_PRUNED") throw batonErrorOf(err);
+          // graphql-ws ends an operation with an `error` message by throwing its errors (an array):
+          // the key revoked mid-stream (UNAUTHENTICATED), or the history pruned, is final.
+          if (Array.isArray(err) && FINAL_CODES.has(String((err[0] as { extensions?: { code?: unknown } } | undefined)?.extensions?.code))) throw batonErrorOf(err);
+          // A socket closed because its key was revoked: reconnecting with the same key would be refused.
+          if ((err as { code?: unknown } | null)?.code === KEY_REVOKED_CLOSE) throw new UnauthenticatedError(`the API closed the connection: ${(err as { reason?: unknown }).reason || "the key was revoked"}`);
           // The connection was lost: subscribe again below, after `last`.
         } finally {
           await client.dispose();

@@ -12,9 +12,15 @@
 // aborted with the reason, and the worker does not release that issue: it is
 // no longer this run's to release. The handler should stop, and must not
 // write anything it fences with `job.lockEpoch` after that.
+//
+// The key can be revoked while it works (rotated, or the agent disabled): any
+// request answers UNAUTHENTICATED, or the ledger watch ends with it. That is a
+// lost hold for every job at once: each signal is aborted, nothing more is
+// claimed, released or finished (the key could do none of it), and `done`
+// rejects with an UnauthenticatedError.
 import { context } from "@opentelemetry/api";
 import type { Baton, LockChange } from "./baton.js";
-import { BatonError, EventsPrunedError } from "./baton.js";
+import { BatonError, EventsPrunedError, UnauthenticatedError } from "./baton.js";
 import { WorkAcquireDocument, WorkClaimDocument, WorkClaimManyDocument, WorkFinishRunDocument, WorkHeartbeatDocument, WorkReleaseDocument, WorkStartRunDocument, MeDocument } from "./generated/graphql.js";
 import type { WorkIssueFragment, WorkRunFragment } from "./generated/graphql.js";
 import { TraceLife } from "./tracing.js";
@@ -37,7 +43,7 @@ export interface Job {
   readonly lockEpoch: number;
   /** Which attempt of the issue this is (1 for the first). */
   readonly attempt: number;
-  /** Aborted, with a reason, the moment the hold is lost (or the worker stops after its drain timeout). */
+  /** Aborted, with a reason, the moment the hold is lost (the key revoked included: the reason is then an UnauthenticatedError), or the worker stops after its drain timeout. */
   readonly signal: AbortSignal;
 }
 
@@ -59,7 +65,10 @@ export interface WorkOptions {
 }
 
 export interface Worker {
-  /** Settles when the worker has stopped: after stop(), or with `once` when the queue is empty. Rejects if it could not work at all. */
+  /**
+   * Settles when the worker has stopped: after stop(), or with `once` when the queue is empty. Rejects if it could not work
+   * at all, and with an UnauthenticatedError if its key stopped working (revoked) while it worked.
+   */
   readonly done: Promise<void>;
   /** Stops claiming, lets running handlers finish (drainTimeoutMs), finishes the run. */
   stop(): Promise<void>;
@@ -109,6 +118,7 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
+      if (stopping) return resolve(); // a stop() or a refused key while the loop was busy: no wait
       const timer = setTimeout(resolve, ms);
       wake = () => {
         clearTimeout(timer);
@@ -116,20 +126,41 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
       };
     });
 
-  /** The hold on one issue is gone: tell its handler, and never release it. */
-  const lose = (issueId: string, reason: string) => {
+  /** The hold on one issue is gone: tell its handler (the signal's reason: an Error with `reason`, or `reason` itself), and never release it. */
+  const lose = (issueId: string, reason: string | Error) => {
     const job = running.get(issueId);
     if (job && !job.releasing && !job.controller.signal.aborted) {
-      log("hold lost", { issueId, reason });
-      job.controller.abort(new Error(reason));
+      log("hold lost", { issueId, reason: typeof reason === "string" ? reason : reason.message });
+      job.controller.abort(typeof reason === "string" ? new Error(reason) : reason);
     }
   };
 
   /** The run is gone (RunNotActive): every hold with it. A new run is started by the claim loop. */
-  const loseRun = (reason: string) => {
+  const loseRun = (reason: string | Error) => {
     for (const issueId of running.keys()) lose(issueId, reason);
     run = null;
     wake();
+  };
+
+  /** Set once the key is refused (UNAUTHENTICATED) mid-work: what `done` rejects with. */
+  let refusedWith: UnauthenticatedError | null = null;
+
+  /**
+   * A request (or the ledger watch) failed: if the key was refused, the worker
+   * has lost every hold, as if its run were gone (loseRun, with no new run:
+   * the key could start none), and stops without another request. True when
+   * it was that.
+   */
+  const refused = (err: unknown): boolean => {
+    if (!(err instanceof UnauthenticatedError)) return false;
+    if (refusedWith) return true;
+    // The server's own words are in `errors` (and the log line): a revoked key often reads as "unknown" to it.
+    refusedWith = new UnauthenticatedError("the agent key is no longer accepted (revoked: rotated, or its agent disabled); the worker stopped", err.errors);
+    log("key refused: stopping without releasing anything", { error: err.message });
+    stopping = true;
+    if (heartbeat) clearInterval(heartbeat);
+    loseRun(refusedWith);
+    return true;
   };
 
   async function startRun(): Promise<WorkRunFragment> {
@@ -143,7 +174,9 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
         ({ heartbeatRun }) => {
           if (heartbeatRun.__typename !== "RunUpdated" && run?.id === current.id) loseRun(`run ${current.id} is no longer active: ${heartbeatRun.message}`);
         },
-        (err: unknown) => log("heartbeat failed", { runId: current.id, error: (err as Error).message }),
+        (err: unknown) => {
+          if (!refused(err)) log("heartbeat failed", { runId: current.id, error: (err as Error).message });
+        },
       );
     }, Math.floor(leaseMs / 3));
     heartbeat.unref?.();
@@ -160,6 +193,7 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
         if (event.status === "OPEN") wake();
       }
     } catch (err) {
+      if (refused(err)) return; // the key was revoked: the server ended the stream
       // Retention dropped the events after its place (a connection lost for that long): watch again from now.
       if (err instanceof EventsPrunedError && !stopping) {
         log("live events resume from now: the ledger was pruned past this worker's place", { resumeAfterSeq: err.resumeAfterSeq });
@@ -190,7 +224,9 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
       if (releaseIssue.__typename === "IssueReleased") log("released", { issueId: issue.id, outcome: release.outcome });
       else log("release refused", { issueId: issue.id, outcome: release.outcome, answer: releaseIssue.__typename, message: releaseIssue.message });
     })()
-      .catch((err: unknown) => log("release failed", { issueId: issue.id, error: (err as Error).message }))
+      .catch((err: unknown) => {
+        if (!refused(err)) log("release failed", { issueId: issue.id, error: (err as Error).message });
+      })
       .finally(() => {
         running.delete(issue.id);
         life.end();
@@ -209,7 +245,7 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
       try {
         const { claimIssues } = await baton.request(WorkClaimManyDocument, { runId: current.id, limit: free, includeUnassigned }, { traceContext: batch.context });
         if (claimIssues.__typename === "RunNotActive") return loseRun(claimIssues.message), 0;
-        if (claimIssues.__typename !== "IssuesClaimed") return 0;
+        if (claimIssues.__typename !== "IssuesClaimed" || refusedWith) return 0; // refused meanwhile: nothing more starts
         for (const issue of claimIssues.issues) launch(issue, current.id, TraceLife.start("baton issue", batch.context));
         return claimIssues.issues.length;
       } finally {
@@ -230,6 +266,7 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
         await baton.request(WorkReleaseDocument, { runId: current.id, issueId: claimIssue.issue.id, outcome: "REQUEUE", reason: acquireExecution.message }, { traceContext });
         return 0;
       }
+      if (refusedWith) return 0; // refused meanwhile: nothing more starts
       launch(acquireExecution.issue, current.id, life);
       launched = true;
       return 1;
@@ -243,6 +280,32 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
     if (me.role !== "AGENT" || !me.companyId) throw new BatonError("work() needs an agent key", "FORBIDDEN");
     run = await startRun();
     const watching = watch(me.companyId);
+    try {
+      await claimUntilStopped();
+    } catch (err) {
+      if (!refused(err)) throw err; // startRun (after a lost run) refused: stop as below
+    }
+    stopping = true;
+    if (!refusedWith) {
+      // Drain: running handlers may finish, up to the timeout; then they are told to stop.
+      const drained = Promise.all([...running.values()].map((r) => r.finished));
+      const timeout = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), options.drainTimeoutMs ?? 30_000).unref?.());
+      if ((await Promise.race([drained, timeout])) === "timeout") {
+        for (const issueId of running.keys()) lose(issueId, "the worker is stopping");
+      }
+    }
+    if (heartbeat) clearInterval(heartbeat);
+    // finishRun releases whatever the run still holds, in the same statement. A refused key could not (and
+    // disableAgent has finished its runs): what the run holds comes back with its lease, as a dead run's.
+    if (run && !refusedWith) await baton.request(WorkFinishRunDocument, { runId: run.id, status: "SUCCEEDED" }, { traceContext: ambient }).catch(() => {});
+    if (!refusedWith) log("run finished", { runId: run?.id });
+    await events?.return?.();
+    await watching;
+    if (refusedWith) throw refusedWith;
+  }
+
+  /** Claims and waits for work until stopping (stop(), `once` with an empty queue, or a refused key). */
+  async function claimUntilStopped(): Promise<void> {
     while (!stopping) {
       if (run && unsure === run.id) {
         // It claims nothing more: once its jobs are done, finishRun releases whatever it holds, the unknown
@@ -256,7 +319,10 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
         run = null;
         unsure = null;
       }
-      if (!run) run = await startRun();
+      if (!run) {
+        run = await startRun();
+        if (stopping) break; // stopped (or refused) while it started: claim nothing with it
+      }
       if (running.size >= concurrency) {
         await sleep(options.idleWaitMs ?? 5000);
         continue;
@@ -264,9 +330,10 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
       const current = run;
       let failed = false;
       const started = await claim(current).catch((err: unknown) => {
+        failed = true;
+        if (refused(err)) return 0;
         log("claim failed", { error: (err as Error).message });
         if (mayHaveTakenEffect(err)) unsure = current.id;
-        failed = true;
         return 0;
       });
       if (started > 0) continue;
@@ -274,19 +341,6 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
       if (options.once && running.size === 0 && !failed) break;
       await sleep(options.idleWaitMs ?? 5000);
     }
-    stopping = true;
-    // Drain: running handlers may finish, up to the timeout; then they are told to stop.
-    const drained = Promise.all([...running.values()].map((r) => r.finished));
-    const timeout = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), options.drainTimeoutMs ?? 30_000).unref?.());
-    if ((await Promise.race([drained, timeout])) === "timeout") {
-      for (const issueId of running.keys()) lose(issueId, "the worker is stopping");
-    }
-    if (heartbeat) clearInterval(heartbeat);
-    // finishRun releases whatever the run still holds, in the same statement.
-    if (run) await baton.request(WorkFinishRunDocument, { runId: run.id, status: "SUCCEEDED" }, { traceContext: ambient }).catch(() => {});
-    log("run finished", { runId: run?.id });
-    await events?.return?.();
-    await watching;
   }
 
   const done = loop();

@@ -13,6 +13,8 @@ import { eventually, race } from "../helpers/race.js";
 import { PrivateRedis } from "../helpers/redis.js";
 import { Subscriber } from "../helpers/subscriber.js";
 import { startRun } from "../../src/locks/runs.js";
+// the SDK's own documents (src/client/operations): the CLI and board use the same
+import { DisableAgentDocument, EnableAgentDocument, RotateAgentKeyDocument, RotateBoardKeyDocument } from "../../src/client/generated/graphql.js";
 
 /** The revocation poll's interval on both instances. */
 const POLL_MS = 200;
@@ -59,7 +61,7 @@ it("rotating an agent key on one instance: the old key is refused on the other w
   const oldOnB = onB(agent.client.token);
   expect(await whoami(oldOnB)).toBe("AGENT"); // cached on B now
 
-  const { rotateAgentKey } = await co.board.ok(Ops.RotateAgentKeyDocument, { agentId: agent.id });
+  const { rotateAgentKey } = await co.board.ok(RotateAgentKeyDocument, { agentId: agent.id });
   await refusedWithin(oldOnB, WITHIN_MS);
   expect(await whoami(agent.client)).toBe("UNAUTHENTICATED");
   expect(rotateAgentKey.apiKey).toMatch(/^baton_agent_/);
@@ -74,13 +76,13 @@ it("rotating the board key: the old one is refused everywhere, the new one is th
   const co = await createCompany(h, 0);
   const oldOnB = onB(co.board.token);
   expect(await whoami(oldOnB)).toBe("BOARD");
-  const { rotateBoardKey } = await co.board.ok(Ops.RotateBoardKeyDocument, {});
+  const { rotateBoardKey } = await co.board.ok(RotateBoardKeyDocument, {});
   await refusedWithin(oldOnB, WITHIN_MS);
   const { me } = await onB(rotateBoardKey.apiKey).ok(Ops.MeDocument);
   expect(me).toMatchObject({ role: "BOARD", companyId: co.id });
   // the admin token rotates any company's, named; without a name it is told to give one
-  expect(await h.admin.errorCode(Ops.RotateBoardKeyDocument, {})).toBe("BAD_USER_INPUT");
-  const byAdmin = await h.admin.ok(Ops.RotateBoardKeyDocument, { companyId: co.id });
+  expect(await h.admin.errorCode(RotateBoardKeyDocument, {})).toBe("BAD_USER_INPUT");
+  const byAdmin = await h.admin.ok(RotateBoardKeyDocument, { companyId: co.id });
   await refusedWithin(onB(rotateBoardKey.apiKey), WITHIN_MS);
   expect(await whoami(onB(byAdmin.rotateBoardKey.apiKey))).toBe("BOARD");
 });
@@ -93,7 +95,7 @@ it("with Redis stopped, the other instance still refuses the old key within one 
   await redis.kill();
   try {
     await eventually(() => (!h.bus.healthy() && !b.bus.healthy() ? true : undefined), "both instances to see Redis down");
-    await co.board.ok(Ops.RotateAgentKeyDocument, { agentId: agent.id });
+    await co.board.ok(RotateAgentKeyDocument, { agentId: agent.id });
     // one poll interval, and the request's own time
     const took = await refusedWithin(oldOnB, POLL_MS + 500);
     expect(took).toBeLessThanOrEqual(POLL_MS + 500);
@@ -133,7 +135,7 @@ it("a subscription opened with the old key ends with UNAUTHENTICATED on the othe
   await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: createIssue.id });
   await ws.until((m) => m.some((x) => x.data), "the claim on the WebSocket");
 
-  await co.board.ok(Ops.RotateAgentKeyDocument, { agentId: agent.id });
+  await co.board.ok(RotateAgentKeyDocument, { agentId: agent.id });
   const ended = await ws.until((m) => m.some((x) => x.errors?.some((e) => e.extensions?.code === "UNAUTHENTICATED")), "the WebSocket subscription to end", WITHIN_MS * 5);
   expect(ended.at(-1)!.errors![0]!.message).toMatch(/revoked/);
   await eventually(() => (ws.closed ? true : undefined), "the socket to close");
@@ -164,7 +166,7 @@ it("disabling an agent finishes its runs and frees their locks in the same trans
   await other.client.ok(Ops.ClaimIssueDocument, { runId: otherRun.id, issueId: others.id });
   expect(await whoami(onB(agent.client.token))).toBe("AGENT");
 
-  const { disableAgent } = await co.board.ok(Ops.DisableAgentDocument, { agentId: agent.id, reason: "leaked key" });
+  const { disableAgent } = await co.board.ok(DisableAgentDocument, { agentId: agent.id, reason: "leaked key" });
   expect(disableAgent.disabledAt).not.toBeNull();
   expect(disableAgent.disabledReason).toBe("leaked key");
 
@@ -198,11 +200,11 @@ it("disabling an agent finishes its runs and frees their locks in the same trans
   const { runHeartbeat } = await co.board.ok(Ops.RunHeartbeatDocument, {});
   expect(runHeartbeat.runs.map((r) => r.agentId)).not.toContain(agent.id);
   // a disabled agent gets no key until enabled; then a rotation gives it one that works, and the old stays revoked
-  expect(await co.board.errorCode(Ops.RotateAgentKeyDocument, { agentId: agent.id })).toBe("BAD_USER_INPUT");
-  const { enableAgent } = await co.board.ok(Ops.EnableAgentDocument, { agentId: agent.id });
+  expect(await co.board.errorCode(RotateAgentKeyDocument, { agentId: agent.id })).toBe("BAD_USER_INPUT");
+  const { enableAgent } = await co.board.ok(EnableAgentDocument, { agentId: agent.id });
   expect(enableAgent).toMatchObject({ disabledAt: null, disabledReason: null });
   expect(await whoami(agent.client)).toBe("UNAUTHENTICATED");
-  const { rotateAgentKey } = await co.board.ok(Ops.RotateAgentKeyDocument, { agentId: agent.id });
+  const { rotateAgentKey } = await co.board.ok(RotateAgentKeyDocument, { agentId: agent.id });
   const fresh = new Client(h.url, rotateAgentKey.apiKey);
   expect((await fresh.ok(Ops.StartRunDocument)).startRun.status).toBe("RUNNING");
 });
@@ -215,9 +217,9 @@ it("another company's board key cannot rotate, disable or enable this company's 
   const missing = "00000000-0000-4000-8000-000000000000";
   for (const id of [agent.id, missing]) {
     const answers = [
-      await stranger.board.request(Ops.RotateAgentKeyDocument, { agentId: id }),
-      await stranger.board.request(Ops.DisableAgentDocument, { agentId: id, reason: "x" }),
-      await stranger.board.request(Ops.EnableAgentDocument, { agentId: id }),
+      await stranger.board.request(RotateAgentKeyDocument, { agentId: id }),
+      await stranger.board.request(DisableAgentDocument, { agentId: id, reason: "x" }),
+      await stranger.board.request(EnableAgentDocument, { agentId: id }),
     ];
     for (const a of answers) {
       expect(a.errors?.[0]?.extensions?.code).toBe("NOT_FOUND");
@@ -225,13 +227,13 @@ it("another company's board key cannot rotate, disable or enable this company's 
       expect(a.errors?.[0]?.message).toBe(`agent ${id} not found`);
     }
   }
-  expect(await stranger.board.errorCode(Ops.RotateBoardKeyDocument, { companyId: co.id })).toBe("NOT_FOUND");
+  expect(await stranger.board.errorCode(RotateBoardKeyDocument, { companyId: co.id })).toBe("NOT_FOUND");
   // an agent key manages nothing
-  expect(await agent.client.errorCode(Ops.RotateAgentKeyDocument, { agentId: agent.id })).toBe("FORBIDDEN");
-  expect(await agent.client.errorCode(Ops.RotateBoardKeyDocument, {})).toBe("FORBIDDEN");
+  expect(await agent.client.errorCode(RotateAgentKeyDocument, { agentId: agent.id })).toBe("FORBIDDEN");
+  expect(await agent.client.errorCode(RotateBoardKeyDocument, {})).toBe("FORBIDDEN");
   // bad input changes nothing either
-  expect(await co.board.errorCode(Ops.DisableAgentDocument, { agentId: agent.id, reason: "   " })).toBe("BAD_USER_INPUT");
-  expect(await co.board.errorCode(Ops.RotateAgentKeyDocument, { agentId: "not-a-uuid" })).toBe("BAD_USER_INPUT");
+  expect(await co.board.errorCode(DisableAgentDocument, { agentId: agent.id, reason: "   " })).toBe("BAD_USER_INPUT");
+  expect(await co.board.errorCode(RotateAgentKeyDocument, { agentId: "not-a-uuid" })).toBe("BAD_USER_INPUT");
   expect(await h.snapshot()).toEqual(before);
   expect(await whoami(agent.client)).toBe("AGENT");
 });
@@ -241,7 +243,7 @@ it("concurrent rotations of one agent leave exactly one working key", async () =
   const agent = co.agents[0]!;
   const keys = await race(6, async (i) => {
     const board = new Client(i % 2 ? b.url : h.url, co.board.token);
-    return (await board.ok(Ops.RotateAgentKeyDocument, { agentId: agent.id })).rotateAgentKey.apiKey;
+    return (await board.ok(RotateAgentKeyDocument, { agentId: agent.id })).rotateAgentKey.apiKey;
   });
   const working = [];
   for (const key of keys) if ((await whoami(new Client(h.url, key))) === "AGENT") working.push(key);
@@ -256,7 +258,7 @@ it("keys stay cached: repeated requests look nothing up, and a rotation evicts o
   expect(await whoami(client)).toBe("AGENT");
   const before = await lookups(b.app);
   for (let i = 0; i < 20; i++) expect(await whoami(client)).toBe("AGENT");
-  await co.board.ok(Ops.RotateAgentKeyDocument, { agentId: a2.id });
+  await co.board.ok(RotateAgentKeyDocument, { agentId: a2.id });
   await refusedWithin(onB(a2.client.token), WITHIN_MS);
   for (let i = 0; i < 5; i++) expect(await whoami(client)).toBe("AGENT");
   // the only lookups: a2's revoked key, once it was evicted
@@ -265,8 +267,8 @@ it("keys stay cached: repeated requests look nothing up, and a rotation evicts o
 
 it("never logs key material", async () => {
   const co = await createCompany(h, 1);
-  const { rotateAgentKey } = await co.board.ok(Ops.RotateAgentKeyDocument, { agentId: co.agents[0]!.id });
-  const { rotateBoardKey } = await h.admin.ok(Ops.RotateBoardKeyDocument, { companyId: co.id });
+  const { rotateAgentKey } = await co.board.ok(RotateAgentKeyDocument, { agentId: co.agents[0]!.id });
+  const { rotateBoardKey } = await h.admin.ok(RotateBoardKeyDocument, { companyId: co.id });
   const logged = JSON.stringify(h.logged);
   for (const key of [rotateAgentKey.apiKey, rotateBoardKey.apiKey, co.board.token!, co.agents[0]!.client.token!, ADMIN_TOKEN]) {
     expect(logged).not.toContain(key);
@@ -305,7 +307,7 @@ it("disabling an agent while it claims and starts runs on both instances leaves 
     }
   });
   await eventually(() => ((outcomes.get("IssueClaimed") ?? 0) >= 10 ? true : undefined), "the claimers to be claiming");
-  await co.board.ok(Ops.DisableAgentDocument, { agentId: agent.id, reason: "racing" });
+  await co.board.ok(DisableAgentDocument, { agentId: agent.id, reason: "racing" });
   // every claimer is refused within a second, on either instance, and stops by itself
   await Promise.race([Promise.all(claimers), new Promise((_, reject) => setTimeout(() => reject(new Error("claimers still accepted")), WITHIN_MS * 5))]).finally(() => (stop = true));
   expect(outcomes.get("UNAUTHENTICATED")).toBe(4);

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sweep } from "../../src/locks/sweep.js";
-import { claimingAgent, createCompany, Ops, startHarness } from "../helpers/harness.js";
+import { ADMIN_TOKEN, claimingAgent, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
 import { eventually } from "../helpers/race.js";
 
@@ -303,6 +303,149 @@ describe("baton work -- COMMAND", () => {
     expect(new Set(lines.map((l) => l.seq)).size).toBe(lines.length);
     tail.child.kill("SIGTERM");
     expect(await tail.exited).toBe(0);
+  });
+});
+
+describe("keys and agents: rotate-key, disable, enable", () => {
+  const KEY = /^baton_agent_[A-Za-z0-9_-]{43}$/;
+  const BOARD_KEY = /^baton_board_[A-Za-z0-9_-]{43}$/;
+  /** One line on stderr, the documented exit code. */
+  async function refused(args: string[], token: string | null, code: number, line: RegExp): Promise<void> {
+    const run = baton(args, token);
+    expect(await run.exited).toBe(code);
+    expect(run.stderr().trim().split("\n")).toEqual([expect.stringMatching(line)]);
+    expect(run.stdout()).toBe("");
+  }
+
+  it("agent rotate-key prints the new key alone on stdout (shown once, said on stderr): it works, the old key gets exit 3; --json is {apiKey}", async () => {
+    const co = await createCompany(h, 1);
+    const agent = co.agents[0]!;
+    const old = agent.client.token!;
+    const run = baton(["agent", "rotate-key", agent.id], co.board.token);
+    expect(await run.exited).toBe(0);
+    const lines = run.stdout().split("\n");
+    expect(lines).toEqual([expect.stringMatching(KEY), ""]);
+    const fresh = lines[0]!;
+    expect(run.stderr()).toMatch(/^baton: the new key for agent \S+, shown once: keep it now\. The key it replaces no longer works\.\n$/);
+    expect(run.stderr()).not.toContain(fresh);
+    expect(JSON.parse(await ok(["whoami", "--json"], fresh))).toEqual({ role: "AGENT", companyId: co.id, agentId: agent.id });
+    await refused(["whoami"], old, 3, /^baton: UNAUTHENTICATED: /);
+
+    const json = baton(["agent", "rotate-key", agent.id, "--json"], co.board.token);
+    expect(await json.exited).toBe(0);
+    const parsed = JSON.parse(json.stdout()) as { apiKey: string };
+    expect(Object.keys(parsed)).toEqual(["apiKey"]);
+    expect(parsed.apiKey).toMatch(KEY);
+    expect(json.stderr()).toBe("");
+    expect(json.stdout().trim().split("\n")).toHaveLength(1);
+    expect(JSON.parse(await ok(["whoami", "--json"], parsed.apiKey))).toMatchObject({ agentId: agent.id });
+    await refused(["whoami"], fresh, 3, /^baton: UNAUTHENTICATED: /); // the key before it stopped working
+
+    // Who may not: an agent key (FORBIDDEN, 3), and bad usage (2).
+    await refused(["agent", "rotate-key", agent.id], parsed.apiKey, 3, /^baton: FORBIDDEN: /);
+    await refused(["agent", "rotate-key"], co.board.token, 2, /^baton: expected: baton agent rotate-key ID/);
+    await refused(["agent", "rekey", agent.id], co.board.token, 2, /^baton: agent rekey: expected rotate-key, disable or enable/);
+  });
+
+  it("agent disable, then enable, then rotate-key: the agent printed each time; a disabled agent's key and rotation are refused", async () => {
+    const co = await createCompany(h, 1);
+    const agent = co.agents[0]!;
+    const board = co.board.token!;
+    await refused(["agent", "disable", agent.id], board, 2, /^baton: --reason is required/);
+
+    const disabled = JSON.parse(await ok(["agent", "disable", agent.id, "--reason", "left the team", "--json"], board)) as Record<string, unknown>;
+    expect(disabled).toMatchObject({ id: agent.id, companyId: co.id, name: agent.name, disabledReason: "left the team", disabledAt: expect.any(String) });
+    expect(Date.parse(disabled.disabledAt as string)).not.toBeNaN();
+    await refused(["whoami"], agent.client.token, 3, /^baton: UNAUTHENTICATED: /);
+    // A disabled agent gets no key: the server's BAD_USER_INPUT, which the CLI reports as bad usage.
+    await refused(["agent", "rotate-key", agent.id], board, 2, /^baton: .*disabled/);
+
+    const enabled = await ok(["agent", "enable", agent.id], board);
+    expect(enabled).toMatch(new RegExp(`^id\\s+${agent.id}$`, "m"));
+    expect(enabled).toMatch(/^disabledAt\s*$/m);
+    expect(enabled).toMatch(/^disabledReason\s*$/m);
+    expect(JSON.parse(await ok(["agent", "enable", agent.id, "--json"], board))).toMatchObject({ id: agent.id, disabledAt: null, disabledReason: null });
+    await refused(["whoami"], agent.client.token, 3, /^baton: UNAUTHENTICATED: /); // its old keys stay revoked
+
+    const key = (await ok(["agent", "rotate-key", agent.id], board)).trim();
+    expect(key).toMatch(KEY);
+    expect(JSON.parse(await ok(["whoami", "--json"], key))).toMatchObject({ role: "AGENT", agentId: agent.id });
+    // The human form of disable names the time and the reason.
+    const again = await ok(["agent", "disable", agent.id, "--reason", "again"], board);
+    expect(again).toMatch(/^disabledAt\s+\S+/m);
+    expect(again).toMatch(/^disabledReason\s+again$/m);
+  });
+
+  it("another company's board key: agent disable, enable and rotate-key of this company's agent are NOT_FOUND (exit 1), and change nothing", async () => {
+    const co = await createCompany(h, 1);
+    const other = await createCompany(h, 0);
+    const agent = co.agents[0]!;
+    await refused(["agent", "disable", agent.id, "--reason", "hostile"], other.board.token, 1, /^baton: NOT_FOUND: /);
+    await refused(["agent", "enable", agent.id], other.board.token, 1, /^baton: NOT_FOUND: /);
+    await refused(["agent", "rotate-key", agent.id], other.board.token, 1, /^baton: NOT_FOUND: /);
+    await refused(["agent", "disable", "00000000-0000-4000-8000-000000000000", "--reason", "nobody"], co.board.token, 1, /^baton: NOT_FOUND: /);
+    expect(JSON.parse(await ok(["whoami", "--json"], agent.client.token))).toMatchObject({ role: "AGENT", agentId: agent.id });
+    expect(await h.one("SELECT disabled_at FROM agents WHERE id = $1", [agent.id])).toEqual({ disabled_at: null });
+  });
+
+  it("board rotate-key: a board key rotates its own, the admin token names the company; the old key gets exit 3, a live events --follow with it exits 3", async () => {
+    const co = await createCompany(h, 1);
+    const old = co.board.token!;
+    // A tail with the old key, live: it has printed a claim made after it started.
+    const [id] = await issues(co, 1);
+    const tail = baton(["events", "--follow", "--json"], old);
+    const agentRun = (await co.agents[0]!.client.ok(Ops.StartRunDocument)).startRun;
+    await eventually(async () => {
+      if (!tail.stdout().includes('"CLAIMED"')) await co.agents[0]!.client.ok(Ops.ClaimIssueDocument, { runId: agentRun.id, issueId: id! });
+      return tail.stdout().includes('"CLAIMED"') ? true : undefined;
+    }, "the claim to be printed", 20_000);
+    const run = baton(["board", "rotate-key"], old);
+    expect(await run.exited).toBe(0);
+    const fresh = run.stdout().trim();
+    expect(run.stdout()).toBe(`${fresh}\n`);
+    expect(fresh).toMatch(BOARD_KEY);
+    expect(run.stderr()).toMatch(/^baton: the new key for company \S+, shown once/);
+    expect(JSON.parse(await ok(["whoami", "--json"], fresh))).toEqual({ role: "BOARD", companyId: co.id, agentId: null });
+    await refused(["whoami"], old, 3, /^baton: UNAUTHENTICATED: /);
+    // The tail opened with the old key ends: its stream ended UNAUTHENTICATED, which is final (no reconnecting).
+    let timer: NodeJS.Timeout | undefined;
+    expect(await Promise.race([tail.exited, new Promise((resolve) => (timer = setTimeout(() => resolve("still following after 10 s"), 10_000)))])).toBe(3);
+    clearTimeout(timer);
+    expect(tail.stderr().trim().split("\n")).toEqual([expect.stringMatching(/^baton: UNAUTHENTICATED: /)]);
+
+    await refused(["board", "rotate-key"], ADMIN_TOKEN, 2, /^baton: the admin token belongs to no company: pass --company ID/);
+    const json = baton(["board", "rotate-key", "--company", co.id, "--json"], ADMIN_TOKEN);
+    expect(await json.exited).toBe(0);
+    const parsed = JSON.parse(json.stdout()) as { apiKey: string };
+    expect(Object.keys(parsed)).toEqual(["apiKey"]);
+    expect(parsed.apiKey).toMatch(BOARD_KEY);
+    expect(JSON.parse(await ok(["whoami", "--json"], parsed.apiKey))).toMatchObject({ role: "BOARD", companyId: co.id });
+    await refused(["whoami"], fresh, 3, /^baton: UNAUTHENTICATED: /);
+    await refused(["board", "rekey"], parsed.apiKey, 2, /^baton: board rekey: expected rotate-key/);
+  });
+
+  it("baton work: the agent disabled mid-command: COMMAND gets SIGTERM, baton waits for it, releases nothing and exits 3 with one line saying the key is no longer accepted", async () => {
+    const co = await createCompany(h, 1);
+    const [id] = await issues(co, 1);
+    const marker = path.join(scratch, "revoked.txt");
+    const command = ["sh", "-c", `trap 'echo TERM >> ${marker}; sleep 0.3; echo EXIT >> ${marker}; exit 143' TERM; echo started; while :; do sleep 0.05; done`];
+    const worker = baton(["work", "--", ...command], co.agents[0]!.client.token);
+    await eventually(() => (worker.stdout().includes("started") ? true : undefined), "the command to start", 20_000);
+    const disabled = await co.board.raw(`mutation($a: ID!) { disableAgent(agentId: $a, reason: "compromised") { disabledAt } }`, { a: co.agents[0]!.id });
+    expect(disabled.errors).toBeUndefined();
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([worker.exited, new Promise((resolve) => (timer = setTimeout(() => resolve("still running after 15 s"), 15_000)))]);
+    clearTimeout(timer);
+    expect(code).toBe(3);
+    // SIGTERM at once, and baton exited only once the command had (its trap takes 0.3 s).
+    expect(readFileSync(marker, "utf8")).toBe("TERM\nEXIT\n");
+    const stderr = worker.stderr().trim().split("\n");
+    expect(stderr.at(-1)).toMatch(/^baton: UNAUTHENTICATED: the agent key is no longer accepted \(revoked: rotated, or its agent disabled\); the worker stopped$/);
+    expect(worker.stderr()).not.toMatch(/\n\s+at /);
+    expect(worker.stderr()).not.toContain(co.agents[0]!.client.token!);
+    // The disable took the issue back; baton released nothing.
+    const kinds = await h.sql<{ kind: string; reason: string | null }>("SELECT kind, reason FROM lock_events WHERE issue_id = $1 ORDER BY seq", [id]);
+    expect(kinds.map((k) => `${k.kind}${k.reason ? ` ${k.reason}` : ""}`)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED", "RECOVERED AGENT_DISABLED"]);
   });
 });
 

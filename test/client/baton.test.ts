@@ -2,7 +2,7 @@
 // compiled package that npm ci builds), against a real server: typed
 // requests, errors with their codes, and lockChanges() resuming after its
 // last seq when its connection is cut, each seq once and in order.
-import { Baton, BatonError, Documents } from "baton/client";
+import { Baton, BatonError, Documents, UnauthenticatedError } from "baton/client";
 import type { LockChange } from "baton/client";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ADMIN_TOKEN, claimingAgent, createCompany, Ops, startHarness } from "../helpers/harness.js";
@@ -22,7 +22,10 @@ it("runs typed requests, and turns refusals and an unreachable server into Baton
   const { me } = await baton.request(Documents.MeDocument, {});
   expect(me.role).toBe("ADMIN");
   const stranger = new Baton({ url: h.url, token: `baton_agent_${"x".repeat(43)}` });
-  await expect(stranger.request(Documents.MeDocument, {})).rejects.toMatchObject({ name: "BatonError", code: "UNAUTHENTICATED" });
+  const refused = await stranger.request(Documents.MeDocument, {}).catch((e: unknown) => e);
+  expect(refused).toBeInstanceOf(UnauthenticatedError); // a BatonError, as every refusal
+  expect(refused).toBeInstanceOf(BatonError);
+  expect(refused).toMatchObject({ name: "UnauthenticatedError", code: "UNAUTHENTICATED" });
   const nowhere = new Baton({ url: "http://127.0.0.1:9/graphql", token: ADMIN_TOKEN });
   const error = await nowhere.request(Documents.MeDocument, {}).catch((e: unknown) => e);
   expect(error).toBeInstanceOf(BatonError);
@@ -59,6 +62,27 @@ it("lockChanges() throws the refusal of a token that may not read the company", 
   const theirs = await createCompany(h, 0);
   const stream = new Baton({ url: h.url, token: theirs.board.token! }).lockChanges({ companyId: mine.id });
   await expect(stream.next()).rejects.toMatchObject({ name: "BatonError", code: "FORBIDDEN" });
+});
+
+it("lockChanges() ends with UnauthenticatedError when its key is revoked mid-stream (a board key rotated)", async () => {
+  const { co, claim } = await claimingAgent(h, 1);
+  await claim(1);
+  const stream = new Baton({ url: h.url, token: co.board.token! }).lockChanges({ companyId: co.id, afterSeq: "0" });
+  expect((await stream.next()).value).toMatchObject({ kind: "CLAIMED" }); // subscribed with the key that works
+  const rotated = await h.admin.raw<{ rotateBoardKey: { apiKey: string } }>(`mutation($c: ID) { rotateBoardKey(companyId: $c) { apiKey } }`, { c: co.id });
+  expect(rotated.errors).toBeUndefined();
+  let timer: NodeJS.Timeout | undefined;
+  const ended = await Promise.race([
+    stream.next().then(
+      (r) => ({ yielded: r }),
+      (err: unknown) => ({ err }),
+    ),
+    new Promise((resolve) => (timer = setTimeout(() => resolve("still open after 10 s"), 10_000))),
+  ]);
+  clearTimeout(timer);
+  await stream.return?.();
+  expect(ended).toMatchObject({ err: expect.any(UnauthenticatedError) });
+  expect((ended as { err: BatonError }).err.code).toBe("UNAUTHENTICATED");
 });
 
 it("concurrency keys: a worker's issue carries its key, the limit documents set and read a key's cap, a claim by id of a full key is ConcurrencyLimitReached", async () => {

@@ -1,11 +1,11 @@
 // baton.work(): the agent's life cycle in process, against a real server.
-import { Baton, Blocked, Requeue } from "baton/client";
+import { Baton, Blocked, Requeue, UnauthenticatedError } from "baton/client";
 import type { Job, WorkIssue } from "baton/client";
 import { createServer, request } from "node:http";
 import { connect } from "node:net";
 import type { Duplex } from "node:stream";
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
 import { eventually } from "../helpers/race.js";
@@ -18,6 +18,54 @@ afterAll(() => h?.close());
 
 const statuses = async (ids: string[]) =>
   Object.fromEntries((await h.sql<{ id: string; status: string }>("SELECT id, status FROM issues WHERE id = ANY($1)", [ids])).map((r) => [r.id, r.status]));
+
+/**
+ * A proxy in front of the API that passes plain HTTP and leaves every WebSocket upgrade hanging, as
+ * some proxies do: a worker behind it has no live events, only its requests (`operations`: their names,
+ * in order).
+ */
+async function hangingWebSocketProxy(apiUrl: string): Promise<{ url: string; operations: string[]; close(): Promise<void> }> {
+  const target = new URL(apiUrl);
+  const operations: string[] = [];
+  const proxy = createServer((req, res) => {
+    const forward = request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    req.on("data", (chunk: Buffer) => {
+      const name = /"(?:query|mutation) (\w+)/.exec(chunk.toString())?.[1];
+      if (name) operations.push(name);
+    });
+    req.pipe(forward);
+  });
+  const hanging: Duplex[] = [];
+  proxy.on("upgrade", (_req, socket: Duplex) => void hanging.push(socket));
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/graphql`,
+    operations,
+    async close() {
+      for (const socket of hanging) socket.destroy();
+      proxy.closeAllConnections();
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    },
+  };
+}
+
+/** How a promise settles, or a failure if it has not within `ms`. */
+async function settles(promise: Promise<unknown>, ms: number, what: string): Promise<{ value?: unknown; error?: unknown }> {
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    promise.then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    ),
+    new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), ms))),
+  ]);
+  clearTimeout(timer);
+  if (outcome === "timeout") throw new Error(`${what}: not settled after ${ms} ms`);
+  return outcome;
+}
 
 async function issuesFor(co: Company, n: number, input: Record<string, unknown> = {}) {
   const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
@@ -206,29 +254,120 @@ it("a claim whose answer is lost leaves no issue stranded: the worker finishes t
 it("finishes promptly when its live events cannot connect (a proxy that never answers the WebSocket upgrade)", async () => {
   const co = await createCompany(h, 1);
   const [id] = await issuesFor(co, 1);
-  const target = new URL(h.url);
   // Plain HTTP goes through; an upgrade request is left hanging, as some proxies do.
-  const proxy = createServer((req, res) => {
-    const forward = request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    });
-    req.pipe(forward);
-  });
-  const hanging: Duplex[] = [];
-  proxy.on("upgrade", (_req, socket: Duplex) => void hanging.push(socket));
-  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  const proxy = await hangingWebSocketProxy(h.url);
   try {
-    const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/graphql`;
-    const worker = new Baton({ url, token: co.agents[0]!.client.token! }).work(async () => {}, { once: true, idleWaitMs: 50 });
+    const worker = new Baton({ url: proxy.url, token: co.agents[0]!.client.token! }).work(async () => {}, { once: true, idleWaitMs: 50 });
     let timer: NodeJS.Timeout | undefined;
     const outcome = await Promise.race([worker.done.then(() => "done"), new Promise((resolve) => (timer = setTimeout(() => resolve("still running"), 15_000)))]);
     clearTimeout(timer);
     expect(outcome).toBe("done");
     expect(await statuses([id!])).toEqual({ [id!]: "DONE" });
   } finally {
-    for (const socket of hanging) socket.destroy();
-    proxy.closeAllConnections();
-    await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    await proxy.close();
   }
+});
+
+describe("the key revoked while the worker works (docs/client.md, When the key is revoked)", () => {
+  const disable = (co: Company, reason: string) =>
+    co.board.raw<{ disableAgent: { disabledAt: string | null } }>(`mutation($a: ID!, $r: String!) { disableAgent(agentId: $a, reason: $r) { disabledAt } }`, { a: co.agents[0]!.id, r: reason });
+  const rotate = (co: Company) => co.board.raw<{ rotateAgentKey: { apiKey: string } }>(`mutation($a: ID!) { rotateAgentKey(agentId: $a) { apiKey } }`, { a: co.agents[0]!.id });
+  const ledger = async (db: Pick<Harness, "sql">, id: string) =>
+    (await db.sql<{ kind: string; reason: string | null }>("SELECT kind, reason FROM lock_events WHERE issue_id = $1 ORDER BY seq", [id])).map((e) => `${e.kind}${e.reason ? ` ${e.reason}` : ""}`);
+
+  /** A handler that holds its issue until its signal is aborted, then returns (which, released, would be DONE). */
+  function holding() {
+    let job: Job | null = null;
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const handler = async (_issue: WorkIssue, j: Job) => {
+      job = j;
+      started();
+      await new Promise<void>((resolve) => (j.signal.aborted ? resolve() : j.signal.addEventListener("abort", () => resolve(), { once: true })));
+    };
+    return { handler, running, job: () => job! };
+  }
+
+  it("the agent disabled: the live events end UNAUTHENTICATED, job.signal is aborted, nothing is released, done rejects with UnauthenticatedError", async () => {
+    const co = await createCompany(h, 1);
+    const [id] = await issuesFor(co, 1);
+    const held = holding();
+    const logged: string[] = [];
+    // Concurrency 1 and a 60 s lease: while its one job runs, the worker's only requests are a heartbeat every 20 s;
+    // within the deadline below, only the ledger watch can tell it.
+    const worker = new Baton({ url: h.url, token: co.agents[0]!.client.token! }).work(held.handler, { concurrency: 1, idleWaitMs: 200, onLog: (m) => logged.push(m) });
+    await held.running;
+    expect(await statuses([id!])).toEqual({ [id!]: "IN_PROGRESS" });
+    const disabled = await disable(co, "rotated out");
+    expect(disabled.errors).toBeUndefined();
+    const { error } = await settles(worker.done, 10_000, "worker.done after the agent was disabled");
+    expect(error).toBeInstanceOf(UnauthenticatedError);
+    expect(error).toMatchObject({ name: "UnauthenticatedError", code: "UNAUTHENTICATED" });
+    expect(held.job().signal.aborted).toBe(true);
+    // The disable took the issue back; the worker released nothing and finished nothing.
+    expect(await ledger(h, id!)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED", "RECOVERED AGENT_DISABLED"]);
+    expect((await h.one<{ status: string }>("SELECT status FROM heartbeat_runs WHERE id = $1", [held.job().runId])).status).toBe("CANCELLED");
+    expect(logged).not.toContain("run finished");
+  });
+
+  it("the key rotated, live events cut off: the heartbeat's UNAUTHENTICATED aborts the job with the UnauthenticatedError done rejects with", async () => {
+    // A 3 s lease: a heartbeat every second, the one request the worker makes while its one job runs.
+    const short = await startHarness({ leaseSeconds: 3 });
+    const proxy = await hangingWebSocketProxy(short.url);
+    try {
+      const co = await createCompany(short, 1);
+      const [id] = await issuesFor(co, 1);
+      const held = holding();
+      const worker = new Baton({ url: proxy.url, token: co.agents[0]!.client.token! }).work(held.handler, { concurrency: 1, idleWaitMs: 200 });
+      await held.running;
+      const rotated = await rotate(co);
+      expect(rotated.errors).toBeUndefined();
+      const { error } = await settles(worker.done, 10_000, "worker.done after the key was rotated");
+      expect(error).toBeInstanceOf(UnauthenticatedError);
+      expect(held.job().signal.reason).toBe(error);
+      // Not released, and the run not finished: the old key could do neither. The issue comes back with the lease.
+      expect(await ledger(short, id!)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED"]);
+      expect(await short.one("SELECT status, checkout_run_id FROM issues WHERE id = $1", [id])).toEqual({ status: "IN_PROGRESS", checkout_run_id: held.job().runId });
+      expect((await short.one<{ status: string }>("SELECT status FROM heartbeat_runs WHERE id = $1", [held.job().runId])).status).toBe("RUNNING");
+    } finally {
+      await proxy.close();
+      await short.close();
+    }
+  });
+
+  it("the key rotated, live events cut off: a release answered UNAUTHENTICATED ends the worker, which sends nothing more", async () => {
+    const co = await createCompany(h, 1);
+    const [id] = await issuesFor(co, 1);
+    const proxy = await hangingWebSocketProxy(h.url);
+    try {
+      let started!: () => void;
+      const running = new Promise<void>((resolve) => (started = resolve));
+      let finish!: () => void;
+      const gate = new Promise<void>((resolve) => (finish = resolve));
+      const handled: string[] = [];
+      let runId = "";
+      const worker = new Baton({ url: proxy.url, token: co.agents[0]!.client.token! }).work(
+        async (issue, job) => {
+          handled.push(issue.id);
+          runId = job.runId;
+          started();
+          await gate;
+        },
+        { concurrency: 1, idleWaitMs: 100 },
+      );
+      await running;
+      expect((await rotate(co)).errors).toBeUndefined();
+      const before = proxy.operations.length;
+      finish(); // the handler returns: its release goes out with the rotated key
+      const { error } = await settles(worker.done, 10_000, "worker.done after a refused release");
+      expect(error).toBeInstanceOf(UnauthenticatedError);
+      // The release, and not a claim, a new run or a finishRun after it (a heartbeat is 20 s away).
+      expect(proxy.operations.slice(before)).toEqual(["WorkRelease"]);
+      expect(handled).toEqual([id]);
+      expect(await ledger(h, id!)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED"]);
+      expect(await h.one("SELECT status, checkout_run_id FROM issues WHERE id = $1", [id])).toEqual({ status: "IN_PROGRESS", checkout_run_id: runId });
+    } finally {
+      await proxy.close();
+    }
+  });
 });
