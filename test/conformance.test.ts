@@ -53,17 +53,21 @@ const batchByJustFinishedRun: Scenario = {
   ],
 };
 
-it("reaches the historical bugs' sequences: an adoption while the dead holder is timed out concurrently, a batch claim by a run that just finished", async () => {
+it("reaches the historical bugs' sequences: an adoption while the dead holder is timed out concurrently, a batch claim by a run that just finished (and disableAgent racing its agent's runs)", async () => {
   // the CI run above came upon each situation, gated too
   expect(reached, "the CI run").not.toBeNull();
   expect(reached!.adoptWhileTimedOut).toBeGreaterThan(0);
   expect(reached!.adoptWhileTimedOutGated).toBeGreaterThan(0);
   expect(reached!.batchRacingFinish).toBeGreaterThan(0);
   expect(reached!.batchByFinishedRun).toBeGreaterThan(0);
+  // and disableAgent raced what its agent's runs do, and what others do to the issues they hold
+  expect(reached!.disableRacing).toBeGreaterThan(0);
+  expect(reached!.disableRacingGated).toBeGreaterThan(0);
   // the race arbitrary makes exactly these shapes (the adoption beside its holder's heartbeat, the batch beside its run's finish)
   const shapes = fc.sample(racePairArb, { numRuns: 200, seed: 1 }).map((items) => JSON.stringify(items.at(-1)));
   expect(shapes.some((s) => s.includes('"heartbeatRun"') && s.includes('"claimById"'))).toBe(true);
   expect(shapes.some((s) => s.includes('"finishRun"') && s.includes('"claimIssues"'))).toBe(true);
+  expect(shapes.some((s) => s.includes('"disableAgent"'))).toBe(true);
   // and written out, they run through the same adapter, model and database agreeing (B adopts; the batch gets nothing or is released)
   for (let round = 0; round < 5; round++) {
     const adopted = await replay(world, deadHolderTimedOutConcurrently);

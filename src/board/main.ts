@@ -3,7 +3,9 @@
 // drop). The issues list is never polled; runs are re-read every few seconds
 // because heartbeats are not lock changes; the concurrency limits, while
 // their tab is shown, shortly after lock events (claims and releases move
-// their counts).
+// their counts). Rotating the board key from this page switches the page to
+// the new key in place (api.replaceKey): the session keeps it and the streams
+// reopen with it. A key revoked anywhere else signs the page out, saying so.
 import { Api, ApiError, prunedThrough } from "./api.js";
 import type { Doc } from "./api.js";
 import { byId, fill, h, setText } from "./dom.js";
@@ -19,7 +21,9 @@ import {
   BoardRunsDocument,
   BoardTailDocument,
 } from "./generated/graphql.js";
+import type { Role } from "./generated/graphql.js";
 import { Store } from "./store.js";
+import { AgentsView } from "./views/agents.js";
 import { AuditView } from "./views/audit.js";
 import { DetailView } from "./views/detail.js";
 import { EventsView } from "./views/events.js";
@@ -77,8 +81,15 @@ function signOut(why: string): void {
   location.reload();
 }
 
+/**
+ * The key was accepted at sign-in: refused as unknown now, it was revoked or
+ * rotated since (another board or tab rotated the board key, a client did).
+ * Retrying cannot help, so the page signs out saying so.
+ */
+const REVOKED = "this board's key was revoked or rotated (by another board or tab, or a client), so it no longer works. Sign in with the new key.";
+
 function signOutIfRefused(err: unknown): void {
-  if (refused(err)) signOut(err.message);
+  if (refused(err)) signOut(err.code === "UNAUTHENTICATED" ? REVOKED : err.message);
 }
 
 function signInMessage(text: string) {
@@ -150,6 +161,7 @@ async function board(session: Session) {
   const events = new EventsView(api, store, session.companyId, open);
   const audit = new AuditView(api, session.companyId);
   const limits = new LimitsView(api, session.companyId);
+  let role: Role | null = null;
   const readLimits = coalesced(() => limits.refresh());
   let limitsTimer: ReturnType<typeof setTimeout> | null = null;
   /** Reads the limits again soon, if their tab is shown: at most one read per LIMITS_AFTER_EVENT_MS, however many events. */
@@ -175,13 +187,13 @@ async function board(session: Session) {
       const now = Date.now();
       issues.render(now);
       if (!byId("tab-runs").hidden) runs.render(now);
+      if (changed && !byId("tab-agents").hidden) agents.render();
       if (changed && !byId("tab-events").hidden) events.render();
       changed = false;
       detail.render(now);
     });
   };
   store.onChange(() => render());
-  setupTabs(() => render(), { "tab-button-audit": () => void audit.refresh(), "tab-button-limits": () => void readLimits() });
 
   // Runs that issues point at but the RUNNING list lacks (expired, ended): read one by one.
   const readUnknownRuns = coalesced(async () => {
@@ -209,9 +221,34 @@ async function board(session: Session) {
   };
   const readIssues = coalesced(readAllIssues);
   const readAgents = coalesced(async () => {
-    const { agents } = await api.request(BoardAgentsDocument, { companyId: session.companyId });
-    for (const a of agents) store.agents.set(a.id, a.name);
+    const { agents: read } = await api.request(BoardAgentsDocument, { companyId: session.companyId });
+    store.putAgents(read);
     store.changed();
+  });
+  const agents = new AgentsView({
+    api,
+    store,
+    companyId: session.companyId,
+    // A disabled agent's runs end with it: the runs are read again too.
+    reread: () =>
+      Promise.all([readAgents(), readRuns()]).then(
+        () => {},
+        (err: unknown) => {
+          signOutIfRefused(err);
+          throw err;
+        },
+      ),
+    role: () => role,
+    // Kept as the sign-in keeps a key: this tab's sessionStorage only.
+    switched(token) {
+      session.token = token;
+      sessionStorage.setItem(SESSION, JSON.stringify(session));
+    },
+  });
+  setupTabs(() => render(), {
+    "tab-button-audit": () => void audit.refresh(),
+    "tab-button-limits": () => void readLimits(),
+    "tab-button-agents": () => void agents.refresh(),
   });
 
   // 0. Issues created or edited write no ledger event: their notices are
@@ -242,8 +279,9 @@ async function board(session: Session) {
   const { lockEvents: tail } = await api.request(BoardTailDocument, { companyId: session.companyId, beforeSeq: null });
   store.setTail(tail);
   const firstPage = loadPage(api, session.companyId, null);
-  const [{ company }] = await Promise.all([api.request(BoardCompanyDocument, { id: session.companyId }), readAgents(), readRuns()]);
+  const [{ company, me }] = await Promise.all([api.request(BoardCompanyDocument, { id: session.companyId }), readAgents(), readRuns()]);
   byId("company-name").textContent = company?.name ?? session.companyId;
+  role = me.role;
   // 2. Lock changes: events after that seq are replayed, then live.
   void follow(api, BoardLiveDocument, () => ({ companyId: session.companyId, afterSeq: store.lastSeq }), {
     opened: () => setLive("live"),
@@ -269,7 +307,8 @@ async function board(session: Session) {
       detail.onEvent(event);
       readLimitsSoon();
       // A burst of events naming new agents or runs makes one read of each at a time, not one per event.
-      if (event.agentId && !store.agents.has(event.agentId)) readAgents().catch(signOutIfRefused);
+      // A lock taken back from a disabled agent: the agent's state changed (maybe by another board).
+      if ((event.agentId && !store.agents.has(event.agentId)) || event.reason === "AGENT_DISABLED") readAgents().catch(signOutIfRefused);
       const runId = event.checkoutRunId ?? event.executionRunId;
       if (runId && !store.runs.has(runId)) readUnknownRuns().catch(signOutIfRefused);
       store.changed();
@@ -294,7 +333,8 @@ async function loadPage(api: Api, companyId: string, after: string | null) {
 /**
  * A subscription kept open for the life of the page: after a drop it
  * subscribes again (with backoff and jitter) with the variables of that
- * moment; a refused key signs out.
+ * moment; after a key switch (this page rotated its key) at once, with the
+ * new key; a refused key signs out.
  */
 async function follow<R, V>(
   api: Api,
@@ -305,7 +345,7 @@ async function follow<R, V>(
   for (let attempt = 0; ; attempt++) {
     let problem = "";
     try {
-      await api.subscribe(
+      const ended = await api.subscribe(
         document,
         variables(),
         {
@@ -318,15 +358,20 @@ async function follow<R, V>(
         },
         new AbortController().signal,
       );
+      if (ended === "switched") {
+        // Not a drop: the same stream again at once, with the new key and the variables of now (afterSeq where it was).
+        attempt = -1;
+        continue;
+      }
     } catch (err) {
-      if (refused(err)) return signOut(err.message);
+      if (refused(err)) return signOutIfRefused(err);
       problem = err instanceof ApiError && err.code !== "UNREACHABLE" ? `: ${err.message}` : "";
       // EVENTS_PRUNED: the variables must move past the pruned history before the next try, never the same afterSeq again.
       const through = prunedThrough(err);
       if (through !== null && on.pruned) {
         problem = "";
         await on.pruned(through).catch((e: unknown) => {
-          if (refused(e)) signOut(e.message);
+          if (refused(e)) signOutIfRefused(e);
           problem = e instanceof ApiError && e.code !== "UNREACHABLE" ? `: ${e.message}` : "";
         });
       }
@@ -379,7 +424,7 @@ async function main() {
   try {
     await board(session);
   } catch (err) {
-    if (refused(err)) return signOut(err.message);
+    if (refused(err)) return signOutIfRefused(err);
     // Anything else (the server restarting, a dropped connection) is worth another try with the same key.
     setLive("reconnecting", `: the board could not load (${err instanceof Error ? err.message : "unknown error"}); retrying`);
     setTimeout(() => location.reload(), 3000);

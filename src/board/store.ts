@@ -1,11 +1,12 @@
 // What the board knows: the company's issues, runs, agents and the newest
 // ledger events, kept current by the live stream. Views read it and subscribe
 // to `changed`; nothing here touches the DOM.
-import type { BoardEventFragment, BoardIssueFragment, BoardRunFragment, IssueStatus } from "./generated/graphql.js";
+import type { BoardAgentFragment, BoardEventFragment, BoardIssueFragment, BoardRunFragment, IssueStatus } from "./generated/graphql.js";
 
 export type Issue = BoardIssueFragment;
 export type Run = BoardRunFragment;
 export type LockEvent = BoardEventFragment;
+export type Agent = BoardAgentFragment;
 
 export const STATUSES: readonly IssueStatus[] = ["OPEN", "CLAIMED", "IN_PROGRESS", "BLOCKED", "ESCALATED", "BACKLOG", "DONE", "CANCELLED"];
 export const PRIORITY_ORDER = { CRITICAL: 0, HIGH: 1, MEDIUM: 2, LOW: 3 } as const;
@@ -38,7 +39,8 @@ export function newerFirst(a: LockEvent, b: LockEvent): number {
 export class Store {
   readonly issues = new Map<string, Issue>();
   readonly runs = new Map<string, Run>();
-  readonly agents = new Map<string, string>();
+  /** By id; an agent is never deleted, only disabled. */
+  readonly agents = new Map<string, Agent>();
   /** Newest first. */
   tail: LockEvent[] = [];
   /** The highest seq applied: where the live stream resumes. */
@@ -63,6 +65,11 @@ export class Store {
     const known = this.issues.get(issue.id);
     if (known && Date.parse(known.updatedAt) > Date.parse(issue.updatedAt)) return;
     this.issues.set(issue.id, issue);
+  }
+
+  /** The company's agents as read (agents): their names, and whether each is enabled. */
+  putAgents(agents: readonly Agent[]): void {
+    for (const agent of agents) this.agents.set(agent.id, agent);
   }
 
   putRun(run: Run): void {
@@ -117,7 +124,7 @@ export class Store {
 
   agentName(id: string | null | undefined): string {
     if (!id) return "";
-    return this.agents.get(id) ?? id.slice(0, 8);
+    return this.agents.get(id)?.name ?? id.slice(0, 8);
   }
 
   /** Issues held by each run. */

@@ -88,7 +88,7 @@ builder.mutationFields((t) => ({
   disableAgent: t.field({
     type: AgentRef,
     description:
-      "Every key of the agent stops working; its running runs are finished (CANCELLED) and the locks they held freed, attempts charged as for any dead run (events with reason AGENT_DISABLED). All in one transaction.",
+      "Every key of the agent stops working; its running runs are finished (CANCELLED) and the locks they held freed, attempts charged as for any dead run (events with reason AGENT_DISABLED), all before it returns.",
     args: { agentId: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
     resolve: async (_root, { agentId, reason }, ctx) => {
       const disabled = await disableAgent(ctx.services.locks, requireKeyManager(ctx), validateId("agentId", agentId), reason);

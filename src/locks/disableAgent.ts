@@ -3,15 +3,15 @@
 // (CANCELLED) and takes back the locks they held as the recovery sweep takes
 // back a dead run's: the attempt charged as for any dead run, the issue OPEN
 // again or ESCALATED, a RECOVERED (or ESCALATED) event with reason
-// AGENT_DISABLED. All of it commits together; the caller then tells every
-// instance which keys were revoked (revocations.ts).
+// AGENT_DISABLED. The caller then tells every instance which keys were
+// revoked (revocations.ts).
 import { agentJson, appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent } from "../db/sql.js";
 import { InvalidInputError, NotFoundError } from "../domain/errors.js";
 import type { Agent, LockEvent } from "../domain/types.js";
 import { REVOKE_KEYS } from "../auth/rotateKeys.js";
 import type { Scope } from "../auth/rotateKeys.js";
 import { validateText } from "../domain/validate.js";
-import { commitTransaction } from "./commit.js";
+import { commitChange } from "./commit.js";
 import type { LockDeps } from "./deps.js";
 import { recoveredKind, recoverLock } from "./fragments.js";
 
@@ -25,19 +25,35 @@ export interface Disabled {
 export const AGENT_DISABLED = "AGENT_DISABLED";
 
 /**
- * LOCK_AGENT, DISABLE_AGENT, then RECOVER_LOCKS_OF_DISABLED_RUNS, in one
- * transaction. Invariant: once this commits, the agent has no key that works
- * and no run that holds a lock. The agent row is locked first (rotations of
- * the agent take turns with this). DISABLE_AGENT updates the runs: claims
- * read their run FOR SHARE, so once it has the run rows no new lock can be
- * taken by them, and the third statement, a fresh snapshot, sees every issue
- * they managed to claim before. Disabling a disabled agent changes its reason
- * only (its keys and runs are already gone).
+ * Two commits. Invariant: once disableAgent returns, the agent has no key
+ * that works, no RUNNING run and no lock.
+ *
+ * 1. LOCK_AGENT then DISABLE_AGENT, one transaction: the agent is disabled,
+ *    its keys revoked and its RUNNING runs CANCELLED. The agent row is locked
+ *    first (rotations of the agent take turns with this; START_RUN reads it
+ *    FOR SHARE). Claims read their run FOR SHARE, so once DISABLE_AGENT has
+ *    the run rows, every claim those runs made has committed, and none can
+ *    follow: from this commit on, nothing the agent holds can change hands
+ *    except by recovery (or another agent's adoption of a dead holder).
+ * 2. RECOVER_LOCKS_OF_DISABLED_RUNS, its own statement: every lock a run of
+ *    the agent holds is taken back as the sweep takes a dead run's, with the
+ *    events (reason AGENT_DISABLED).
+ *
+ * Why not one transaction: a transaction takes its id at its first row lock,
+ * and the claims it then waits for may have younger ids; its events would
+ * have to sort after theirs, which a seq made from an older id cannot
+ * (docs/events.md). The event order check refused such a transaction every
+ * time an agent was claiming while it was disabled. The second statement
+ * runs after the claims committed, so its id is younger than all of theirs.
+ * If the process dies between the two, the locks are held by CANCELLED runs:
+ * the recovery sweep takes them back (reason RUN_FINISHED), and disabling
+ * again takes them back too. Disabling a disabled agent changes its reason and
+ * takes back anything still held.
  */
 export async function disableAgent(deps: LockDeps, scope: Scope, agentId: string, reason: string): Promise<Disabled> {
   const why = validateText("reason", reason.trim(), 1000);
   if (!why) throw new InvalidInputError("reason must not be empty: say why the agent is disabled");
-  const done = await commitTransaction(deps, () => retryingAborts(() => deps.db.$transaction(async (tx) => {
+  const disabled = await retryingAborts(() => deps.db.$transaction(async (tx) => {
     const locked = await queryOneInTransaction<{ found: boolean }>(
       tx,
       named("LOCK_AGENT", sql`
@@ -49,7 +65,7 @@ export async function disableAgent(deps: LockDeps, scope: Scope, agentId: string
         SELECT EXISTS (SELECT 1 FROM a) AS found`),
     );
     if (!locked.found) return null;
-    const disabled = await queryOneInTransaction<{ agent: Agent; revoked: string[] }>(
+    return queryOneInTransaction<{ agent: Agent; revoked: string[] }>(
       tx,
       named("DISABLE_AGENT", sql`
         WITH agent AS (
@@ -69,30 +85,29 @@ export async function disableAgent(deps: LockDeps, scope: Scope, agentId: string
                coalesce((SELECT array_agg(id::text) FROM revoked), '{}') AS revoked,
                (SELECT count(*) FROM runs) AS runs`),
     );
-    const recovered = await queryOneInTransaction<{ events: LockEvent[] }>(
-      tx,
-      named("RECOVER_LOCKS_OF_DISABLED_RUNS", sql`
-        WITH held AS (
-          -- every lock a run of the agent holds: all its runs are finished now
-          SELECT i.id, i.checkout_run_id AS run_id FROM issues i JOIN heartbeat_runs r ON r.id = i.checkout_run_id
-           WHERE r.agent_id = ${agentId}::uuid
-           ORDER BY i.id
-             FOR UPDATE OF i
-        ),
-        changed AS (
-          UPDATE issues i SET ${raw(recoverLock("i"))}, ${raw(stampEvent("i"))}, updated_at = now()
-            FROM held h
-           WHERE i.id = h.id
-          RETURNING i.*, ${raw(recoveredKind("i"))} AS ev_kind, h.run_id AS ev_run_id,
-                    ${agentId}::uuid AS ev_agent_id, ${AGENT_DISABLED}::text AS ev_reason
-        ),
-        ${appendEvents("changed")}
-        SELECT (SELECT list FROM events) AS events`),
-    );
-    return { agent: disabled.agent, revokedKeyIds: disabled.revoked, events: recovered.events };
-  })));
-  if (!done) throw new NotFoundError(`agent ${agentId} not found`);
-  return done;
+  }));
+  if (!disabled) throw new NotFoundError(`agent ${agentId} not found`);
+  const recovered = await commitChange<{ events: LockEvent[] }>(
+    deps,
+    named("RECOVER_LOCKS_OF_DISABLED_RUNS", sql`
+      WITH held AS (
+        -- every lock a run of the agent holds: none of its runs is RUNNING now
+        SELECT i.id, i.checkout_run_id AS run_id FROM issues i JOIN heartbeat_runs r ON r.id = i.checkout_run_id
+         WHERE r.agent_id = ${agentId}::uuid AND r.status <> 'RUNNING'
+         ORDER BY i.id
+           FOR UPDATE OF i
+      ),
+      changed AS (
+        UPDATE issues i SET ${raw(recoverLock("i"))}, ${raw(stampEvent("i"))}, updated_at = now()
+          FROM held h
+         WHERE i.id = h.id
+        RETURNING i.*, ${raw(recoveredKind("i"))} AS ev_kind, h.run_id AS ev_run_id,
+                  ${agentId}::uuid AS ev_agent_id, ${AGENT_DISABLED}::text AS ev_reason
+      ),
+      ${appendEvents("changed")}
+      SELECT (SELECT list FROM events) AS events`),
+  );
+  return { agent: disabled.agent, revokedKeyIds: disabled.revoked, events: recovered.events };
 }
 
 /**

@@ -75,11 +75,15 @@ async function diagnose(db: Db, actor: AgentActor, runId: string, record: boolea
            AND r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
            AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
         RETURNING *
+      ),
+      -- read at its newest version (a locking read): a statement that changed
+      -- the run after this one's snapshot (disableAgent cancelling it) made the
+      -- update above skip it, and the snapshot would still say RUNNING
+      newest AS (
+        SELECT r.* FROM heartbeat_runs r WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid
+           FOR SHARE
       )
-      SELECT coalesce(
-        (SELECT ${runJson("t")} FROM timed_out t),
-        (SELECT ${runJson("r")} FROM heartbeat_runs r WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid)
-      ) AS run`),
+      SELECT coalesce((SELECT ${runJson("t")} FROM timed_out t), (SELECT ${runJson("n")} FROM newest n)) AS run`),
   );
   if (!row.run) return runNotActive(runId, null);
   if (row.run.agentId !== actor.agentId) throw new ForbiddenError(`run ${runId} belongs to another agent`);

@@ -1,7 +1,7 @@
 // The answers the model gives: the members of the contract's result unions
 // (schema.graphql, src/locks/types.ts), with `__typename` and the fields that
 // say what happened. Messages are left out. Errors the API throws (FORBIDDEN,
-// BAD_USER_INPUT) are answers here too, with nothing changed.
+// BAD_USER_INPUT, NOT_FOUND) are answers here too, with nothing changed.
 import type { Issue, IssueStatus, Run, RunStatus } from "./state.js";
 
 export interface IssueClaimed { __typename: "IssueClaimed"; issue: Issue; runId: string; alreadyHeld: boolean; adopted: boolean }
@@ -35,10 +35,12 @@ export interface RunStarted { __typename: "HeartbeatRun"; run: Run }
 export interface HeartbeatTick { __typename: "HeartbeatTick"; runs: Run[]; claims: IssueClaimed[] }
 /** One recovery sweep's counts (SweepCounts in src/locks/sweep.ts). */
 export interface SweepCounts { __typename: "SweepCounts"; timedOutRuns: number; recoveredIssues: number; escalatedIssues: number }
+/** disableAgent's and enableAgent's answer (the GraphQL Agent): whether it is disabled now, and the reason disableAgent was given (trimmed; null once enabled). */
+export interface AgentAnswer { __typename: "Agent"; agentId: string; disabled: boolean; disabledReason: string | null }
 /** The model's clock moved (no API verb: time passing). */
 export interface Ticked { __typename: "Ticked"; clock: number }
 /** A GraphQL error: nothing changed. */
-export interface ErrorAnswer { __typename: "Error"; code: "FORBIDDEN" | "BAD_USER_INPUT"; message: string }
+export interface ErrorAnswer { __typename: "Error"; code: "FORBIDDEN" | "BAD_USER_INPUT" | "NOT_FOUND"; message: string }
 
 export type ClaimIssueResult =
   | IssueClaimed
@@ -57,6 +59,7 @@ export type ReleaseIssuesResult = IssuesReleased | RunNotActive | ErrorAnswer;
 export type ForceReleaseResult = IssueReleased | IssueNotFound | ErrorAnswer;
 export type UpdateIssueResult = IssueUpdated | InvalidTransition | IssueNotFound | ErrorAnswer;
 export type RunResult = RunUpdated | RunNotActive | ErrorAnswer;
+export type AgentResult = AgentAnswer | ErrorAnswer;
 
 export type Answer =
   | ClaimIssueResult
@@ -67,6 +70,7 @@ export type Answer =
   | ForceReleaseResult
   | UpdateIssueResult
   | RunResult
+  | AgentResult
   | RunStarted
   | HeartbeatTick
   | SweepCounts
@@ -75,6 +79,7 @@ export type Answer =
 export const issueNotFound = (issueId: string): IssueNotFound => ({ __typename: "IssueNotFound", issueId });
 export const forbidden = (message: string): ErrorAnswer => ({ __typename: "Error", code: "FORBIDDEN", message });
 export const badInput = (message: string): ErrorAnswer => ({ __typename: "Error", code: "BAD_USER_INPUT", message });
+export const notFound = (message: string): ErrorAnswer => ({ __typename: "Error", code: "NOT_FOUND", message });
 /** runNotActive (src/locks/types.ts): a RUNNING run that is not live has an expired lease, and is reported TIMED_OUT. */
 export const runNotActive = (runId: string, status: RunStatus | null): RunNotActive => ({
   __typename: "RunNotActive",

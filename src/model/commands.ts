@@ -1,6 +1,7 @@
 // Every verb as data: a Command names a verb and its arguments, and `apply`
 // runs it. The exploration (explore.ts) and, later, conformance tests drive
 // the model through commands.
+import { disableAgent, enableAgent } from "./agents.js";
 import type { Answer } from "./answers.js";
 import type { UpdateIssueInput } from "./board.js";
 import { forceReleaseIssue, updateIssue } from "./board.js";
@@ -26,6 +27,8 @@ export type Command =
   | { verb: "forceReleaseIssue"; issueId: string; reason: string }
   | { verb: "updateIssue"; issueId: string; input: UpdateIssueInput }
   | { verb: "runHeartbeat" }
+  | { verb: "disableAgent"; agentId: string; reason: string }
+  | { verb: "enableAgent"; agentId: string }
   // time and the recovery loop
   | { verb: "tick"; by?: number }
   | { verb: "sweep" };
@@ -44,6 +47,8 @@ export const VERBS: readonly Verb[] = [
   "forceReleaseIssue",
   "updateIssue",
   "runHeartbeat",
+  "disableAgent",
+  "enableAgent",
   "tick",
   "sweep",
 ];
@@ -73,6 +78,10 @@ export function apply(state: State, c: Command): Step<Answer> {
       return updateIssue(state, c);
     case "runHeartbeat":
       return runHeartbeat(state);
+    case "disableAgent":
+      return disableAgent(state, c);
+    case "enableAgent":
+      return enableAgent(state, c);
     case "tick":
       return tick(state, c);
     case "sweep":
@@ -80,9 +89,17 @@ export function apply(state: State, c: Command): Step<Answer> {
   }
 }
 
-/** A command as one line, for traces: `releaseIssue(A, r1, i1, FAILED)`. */
+/** A command as one line, for traces: `releaseIssue(A, r1, i1, FAILED)`, `disableAgent(A, "  ")` (a string that is blank or padded is quoted). */
 export function describe(c: Command): string {
   const { verb, ...args } = c;
-  const parts = Object.values(args).map((v) => (Array.isArray(v) ? `[${v.join(",")}]` : typeof v === "object" && v !== null ? JSON.stringify(v) : String(v)));
+  const parts = Object.values(args).map((v) =>
+    Array.isArray(v)
+      ? `[${v.join(",")}]`
+      : typeof v === "object" && v !== null
+        ? JSON.stringify(v)
+        : typeof v === "string" && (v.trim() !== v || v === "")
+          ? JSON.stringify(v)
+          : String(v),
+  );
   return `${verb}(${parts.join(", ")})`;
 }

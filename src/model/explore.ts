@@ -27,6 +27,7 @@ export const runMatters = (s: State, run: Run): boolean =>
  *  - The clock is absolute: a RUNNING run's lease is kept as the time it has left.
  *  - lockEpoch only grows and no verb reads it (its rule is checked on every
  *    transition, which needs only the difference).
+ *  - Which agents are disabled is kept (startRun and the scheduler read it).
  *  - Runs that no longer matter (runMatters) are left out, and the others
  *    are named by what they are (agent, status, lease left, what they hold),
  *    not by when they were started: two states that differ only in run ids
@@ -52,6 +53,7 @@ export function canonicalKey(s: State): string {
     key += `${i.status}.${name(i.checkoutRunId)}.${name(i.executionRunId)}.${i.attemptCount}.${i.maxAttempts}.${i.assigneeAgentId ?? "-"}.${i.concurrencyKey ?? "-"}|`;
   }
   for (const x of sigs) key += `${x.sig}|`;
+  if (s.disabled.length > 0) key += `disabled:${s.disabled.join(",")}`;
   return key;
 }
 
@@ -67,6 +69,8 @@ export interface Alphabet {
   updates?: readonly UpdateIssueInput[];
   /** Also try each verb once with another agent's run, a run that does not exist, and bad input. Default true. */
   probes?: boolean;
+  /** disableAgent and enableAgent for each agent. Default true. */
+  agentSwitches?: boolean;
 }
 
 /** The expectedStatuses lists that decide every verdict: the answer depends only on whether the issue's status is listed. */
@@ -101,7 +105,9 @@ export function boardUpdates(agents: readonly string[], maxAttempts: readonly nu
  *  - probes (alphabet.probes): another agent's run (FORBIDDEN), a run that
  *    does not exist, finishRun RUNNING and other bad input;
  *  - startRun for each agent, forceReleaseIssue and every update of the
- *    alphabet on each issue, runHeartbeat, tick and sweep.
+ *    alphabet on each issue, runHeartbeat, tick and sweep;
+ *  - disableAgent and enableAgent for each agent (alphabet.agentSwitches),
+ *    and with probes a blank reason and an unknown agent.
  */
 export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
   const known = s.issues.map((i) => i.id);
@@ -166,6 +172,9 @@ export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
     out.push({ verb: "claimIssues", ...missing, limit: 1 }, { verb: "releaseIssues", ...missing, issueIds: issues, outcome: "FAILED" });
     if (first) out.push({ verb: "finishRun", agentId: first.agentId, runId: first.id, status: "RUNNING" });
     out.push({ verb: "forceReleaseIssue", issueId: issues[0]!, reason: "  " }, { verb: "updateIssue", issueId: issues[0]!, input: { maxAttempts: 0 } });
+    if (alphabet.agentSwitches ?? true) {
+      out.push({ verb: "disableAgent", agentId, reason: "  " }, { verb: "disableAgent", agentId: "agent-unknown", reason: "operator" }, { verb: "enableAgent", agentId: "agent-unknown" });
+    }
   }
   for (const issueId of known) {
     out.push({ verb: "forceReleaseIssue", issueId, reason: "operator" });
@@ -173,6 +182,9 @@ export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
   }
   for (const issueId of issues.slice(known.length)) {
     out.push({ verb: "forceReleaseIssue", issueId, reason: "operator" }, { verb: "updateIssue", issueId, input: { status: "OPEN" } });
+  }
+  if (alphabet.agentSwitches ?? true) {
+    for (const agentId of s.agents) out.push({ verb: "disableAgent", agentId, reason: "operator" }, { verb: "enableAgent", agentId });
   }
   out.push({ verb: "runHeartbeat" }, { verb: "tick" }, { verb: "sweep" });
   return out;

@@ -3,7 +3,7 @@
 // docs/invariants.md as predicates, and an exhaustive explorer. Read it beside
 // docs/lifecycle.md: state.ts (what there is), rules.ts (the shared rules),
 // claims.ts, execution.ts, release.ts, runs.ts, board.ts, recovery.ts,
-// scheduler.ts (the verbs), commands.ts (verbs as data), invariants.ts,
+// scheduler.ts, agents.ts (the verbs), commands.ts (verbs as data), invariants.ts,
 // explore.ts. docs/invariants.md, "The executable model", says how to run it.
 export * from "./state.js";
 export * from "./answers.js";
@@ -14,7 +14,8 @@ export { releaseIssue, releaseIssues } from "./release.js";
 export { refuseRun, startRun, heartbeatRun, finishRun, releaseAllHeldBy } from "./runs.js";
 export { BOARD_TRANSITIONS, forceReleaseIssue, updateIssue } from "./board.js";
 export type { UpdateIssueInput } from "./board.js";
-export { tick, sweep } from "./recovery.js";
+export { tick, sweep, recoverLock } from "./recovery.js";
+export { AGENT_DISABLED, disableAgent, enableAgent, stopAgent, takeBackLocks } from "./agents.js";
 export { runHeartbeat } from "./scheduler.js";
 export * from "./commands.js";
 export * from "./invariants.js";

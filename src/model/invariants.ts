@@ -5,6 +5,7 @@
 // every transition.
 import type { Answer } from "./answers.js";
 import type { Command, Verb } from "./commands.js";
+import { describe } from "./commands.js";
 import { sweep, tick } from "./recovery.js";
 import { isActive, isExpired, isLive } from "./rules.js";
 import type { Event, Issue, IssueStatus, LockEventKind, State, Step } from "./state.js";
@@ -75,6 +76,8 @@ export const TRANSITIONS: readonly TransitionRow[] = [
   ...rows(["forceReleaseIssue"], HOLD_ENDS_TO_OPEN_OR_ESCALATED, ["FORCE_RELEASED"]),
   ...rows(["sweep"], [["CLAIMED", "OPEN"], ["IN_PROGRESS", "OPEN"]], ["RECOVERED"]),
   ...rows(["sweep"], [["CLAIMED", "ESCALATED"], ["IN_PROGRESS", "ESCALATED"], ["OPEN", "ESCALATED"]], ["ESCALATED"]),
+  ...rows(["disableAgent"], [["CLAIMED", "OPEN"], ["IN_PROGRESS", "OPEN"]], ["RECOVERED"]),
+  ...rows(["disableAgent"], [["CLAIMED", "ESCALATED"], ["IN_PROGRESS", "ESCALATED"]], ["ESCALATED"]),
   ...rows(
     ["updateIssue"],
     [
@@ -118,14 +121,14 @@ function remember(before: State, step: Step<Answer>, value: Changes): Changes {
 /**
  * The attempt each event charges (docs/lifecycle.md, Attempts): entering
  * IN_PROGRESS, and the end of a hold whose holder died CLAIMED (adoption or
- * recovery). Nothing else.
+ * recovery, or disableAgent's, which recovers as the sweep does). Nothing else.
  */
 export function attemptsCharged(event: Event, before: Issue): number {
   if (event.kind === "EXECUTION_ACQUIRED") return 1;
   const holderDied =
     event.kind === "ADOPTED" ||
     event.kind === "RECOVERED" ||
-    (event.kind === "ESCALATED" && event.reason !== null && ["HOLDER_DEAD", "LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING"].includes(event.reason));
+    (event.kind === "ESCALATED" && event.reason !== null && ["HOLDER_DEAD", "LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING", "AGENT_DISABLED"].includes(event.reason));
   return holderDied && before.status === "CLAIMED" ? 1 : 0;
 }
 
@@ -192,6 +195,19 @@ export const STATE_INVARIANTS: readonly StateInvariant[] = [
       firstFailure(Object.entries(s.limits), ([key, max]) => {
         const active = s.issues.filter((i) => i.concurrencyKey === key && isActive(i.status)).length;
         return active > max ? `key ${key} has ${active} active issues, limit ${max}` : null;
+      }),
+  },
+  {
+    name: "a disabled agent has no RUNNING run, and no run of it holds a checkout or execution lock",
+    doc: "docs/invariants.md #17; docs/access.md, Rotating and revoking keys",
+    check: (s) =>
+      firstFailure(s.disabled, (agent) => {
+        if (!s.agents.includes(agent)) return `unknown agent ${agent} is disabled`;
+        const running = s.runs.find((r) => r.agentId === agent && r.status === "RUNNING");
+        if (running) return `disabled agent ${agent} has RUNNING run ${running.id}`;
+        const ours = (runId: string | null) => runId !== null && findRun(s, runId)?.agentId === agent;
+        const held = s.issues.find((i) => ours(i.checkoutRunId) || ours(i.executionRunId));
+        return held ? `${held.id} is held by run ${held.checkoutRunId ?? held.executionRunId} of disabled agent ${agent}` : null;
       }),
   },
 ];
@@ -301,7 +317,7 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
   },
   {
     name: "a lease is extended only while live; a run times out only when expired; a terminal run stays as it is",
-    doc: "docs/invariants.md #6, #7",
+    doc: "docs/invariants.md #6, #7, #17",
     check: (before, c, step) =>
       step.state.runs === before.runs ? null : firstFailure(step.state.runs, (r) => {
         const was = before.runs.find((x) => x.id === r.id);
@@ -314,6 +330,8 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
         if (r.leaseExpiresAt !== was.leaseExpiresAt && !(r.status === "RUNNING" && isLive(was, before.clock))) return `${c.verb} moved the lease of dead run ${r.id}`;
         if (r.status === "TIMED_OUT" && isExpired(was, before.clock)) return null;
         if (r.status !== "RUNNING") {
+          // disableAgent cancels every RUNNING run of its agent, live or expired
+          if (c.verb === "disableAgent" && r.agentId === c.agentId && r.status === "CANCELLED") return null;
           const finishing = (c.verb === "finishRun" && c.runId === r.id) || c.verb === "runHeartbeat";
           return finishing && isLive(was, before.clock) ? null : `${c.verb} ended run ${r.id} (${r.status})`;
         }
@@ -331,7 +349,7 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
   },
   {
     name: "every event names the right run and agent, with the documented reason",
-    doc: "docs/lifecycle.md, decisions 6 and 7",
+    doc: "docs/lifecycle.md, decisions 6 and 7, and the disableAgent row",
     check: (before, c, step) =>
       firstFailure(step.events, (e) => {
         const b = before.issues.find((i) => i.id === e.issueId)!;
@@ -353,15 +371,20 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
                 : { ...actingRun(c)!, reasons: [c.verb === "releaseIssue" || c.verb === "releaseIssues" ? (c.reason?.trim() ? `${c.outcome}: ${c.reason.trim()}` : c.outcome) : "?"] };
             break;
           case "RECOVERED":
-            expected = { runId: holder, agentId: holderAgent, reasons: ["LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING"] };
+            expected =
+              c.verb === "disableAgent"
+                ? { runId: holder, agentId: c.agentId, reasons: ["AGENT_DISABLED"] }
+                : { runId: holder, agentId: holderAgent, reasons: ["LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING"] };
             break;
           case "ESCALATED":
             expected =
               c.verb === "claimIssue"
                 ? { ...actingRun(c)!, reasons: ["HOLDER_DEAD"] }
-                : holder === null
-                  ? { runId: null, agentId: null, reasons: ["ATTEMPTS_EXHAUSTED"] }
-                  : { runId: holder, agentId: holderAgent, reasons: ["LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING"] };
+                : c.verb === "disableAgent"
+                  ? { runId: holder, agentId: c.agentId, reasons: ["AGENT_DISABLED"] }
+                  : holder === null
+                    ? { runId: null, agentId: null, reasons: ["ATTEMPTS_EXHAUSTED"] }
+                    : { runId: holder, agentId: holderAgent, reasons: ["LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING"] };
             break;
           case "FORCE_RELEASED":
             expected = { runId: holder, agentId: holderAgent, reasons: [c.verb === "forceReleaseIssue" ? c.reason.trim() : "?"] };
@@ -374,6 +397,57 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
           ? null
           : `${c.verb}'s ${e.kind} event for ${e.issueId} names run ${e.runId}, agent ${e.agentId}, reason ${e.reason}`;
       }),
+  },
+  {
+    name: "disableAgent cancels every RUNNING run of the agent and recovers every lock its runs hold, one AGENT_DISABLED event each; enableAgent changes only the flag",
+    doc: "docs/invariants.md #17; docs/access.md, Rotating and revoking keys; docs/lifecycle.md, the disableAgent row",
+    onRefusals: true,
+    check: (before, c, step) => {
+      if (c.verb !== "disableAgent" && c.verb !== "enableAgent") return null;
+      const answer = step.answer;
+      const reason = c.verb === "disableAgent" ? c.reason.trim() : null;
+      const refusal = reason === "" || (reason !== null && [...reason].length > 1000) ? "BAD_USER_INPUT" : before.agents.includes(c.agentId) ? null : "NOT_FOUND";
+      if (refusal) {
+        if (answer.__typename !== "Error" || answer.code !== refusal) return `${describe(c)} answered ${answer.__typename}, not Error ${refusal}`;
+        return step.state === before && step.events.length === 0 ? null : `${describe(c)} was refused but changed something`;
+      }
+      const disabling = c.verb === "disableAgent";
+      if (answer.__typename !== "Agent" || answer.agentId !== c.agentId || answer.disabled !== disabling || answer.disabledReason !== reason) {
+        return `${describe(c)} answered ${JSON.stringify(answer)}`;
+      }
+      const others = (s: State) => s.disabled.filter((a) => a !== c.agentId).join(",");
+      if (step.state.disabled.includes(c.agentId) !== disabling || others(step.state) !== others(before)) {
+        return `${describe(c)} left the disabled agents [${step.state.disabled.join(",")}]`;
+      }
+      if (!disabling) return step.state.issues === before.issues && step.state.runs === before.runs && step.events.length === 0 ? null : "enableAgent changed more than the flag";
+      if (step.state.runs.length !== before.runs.length) return `disableAgent changed the number of runs`;
+      const runFailure = firstFailure(before.runs, (r) => {
+        const now = step.state.runs.find((x) => x.id === r.id)!;
+        const ends = r.agentId === c.agentId && r.status === "RUNNING";
+        const want = ends ? { status: "CANCELLED", finishedAt: before.clock } : { status: r.status, finishedAt: r.finishedAt };
+        return now.status === want.status && now.finishedAt === want.finishedAt && now.leaseExpiresAt === r.leaseExpiresAt && now.agentId === r.agentId
+          ? null
+          : `disableAgent(${c.agentId}) left run ${r.id} ${now.status} (finishedAt ${now.finishedAt}), not ${want.status}`;
+      });
+      if (runFailure) return runFailure;
+      return firstFailure(before.issues, (b) => {
+        const a = step.state.issues.find((i) => i.id === b.id)!;
+        const events = step.events.filter((e) => e.issueId === b.id);
+        const held = b.checkoutRunId !== null && findRun(before, b.checkoutRunId)?.agentId === c.agentId;
+        if (!held) return a === b && events.length === 0 ? null : `disableAgent(${c.agentId}) changed ${b.id}, which no run of the agent held`;
+        // as the sweep recovers a dead run's lock: a CLAIMED holder's attempt charged, OPEN or ESCALATED
+        const attempts = b.attemptCount + (b.status === "CLAIMED" ? 1 : 0);
+        const status: IssueStatus = attempts >= b.maxAttempts ? "ESCALATED" : "OPEN";
+        if (a.status !== status || a.attemptCount !== attempts || a.checkoutRunId !== null || a.executionRunId !== null || a.lockEpoch !== b.lockEpoch) {
+          return `disableAgent(${c.agentId}) left ${b.id} ${a.status} with attempts ${a.attemptCount}, locks ${a.checkoutRunId}/${a.executionRunId}; recovery gives ${status} with attempts ${attempts}`;
+        }
+        const e = events[0];
+        const kind: LockEventKind = status === "ESCALATED" ? "ESCALATED" : "RECOVERED";
+        return events.length === 1 && e!.kind === kind && e!.reason === "AGENT_DISABLED" && e!.runId === b.checkoutRunId && e!.agentId === c.agentId && e!.status === status
+          ? null
+          : `disableAgent(${c.agentId}) wrote [${events.map((x) => `${x.kind} ${x.reason} ${x.runId}/${x.agentId}`).join("; ")}] for ${b.id}, not one ${kind} AGENT_DISABLED naming ${b.checkoutRunId}/${c.agentId}`;
+      });
+    },
   },
 ];
 

@@ -1,5 +1,7 @@
-// Time and recovery: `tick` (the clock moves: leases run out) and one
-// recovery sweep (src/locks/sweep.ts; SEMANTICS.md, "Recovery"; docs/invariants.md, 8).
+// Time and recovery: `tick` (the clock moves: leases run out), one recovery
+// sweep (src/locks/sweep.ts; SEMANTICS.md, "Recovery"; docs/invariants.md, 8),
+// and recoverLock, the step that takes back a dead holder's lock (the sweep's,
+// and disableAgent's).
 import type { SweepCounts, Ticked } from "./answers.js";
 import { agentOf, attemptsAfterDeath, clearLocks, eventFor, inStatementOrder, isExpired, reopenOrEscalate } from "./rules.js";
 import type { Event, Issue, Run, State, Step } from "./state.js";
@@ -14,13 +16,26 @@ export function tick(state: State, args: { by?: number } = {}): Step<Ticked> {
 }
 
 /**
+ * recoverLock and recoveredKind (fragments.ts): the lock of a holder that is
+ * dead, or is being ended (disableAgent), taken back. A CLAIMED holder's
+ * attempt is counted (attemptsAfterDeath), both locks are cleared, and the
+ * issue goes to OPEN or ESCALATED; its one event is RECOVERED (or ESCALATED),
+ * naming the holder, `agentId` and `reason`. The sweep and disableAgent share it.
+ */
+export function recoverLock(issue: Issue, agentId: string | null, reason: string): { issue: Issue; event: Event } {
+  const attemptCount = attemptsAfterDeath(issue);
+  const after: Issue = { ...clearLocks(issue), attemptCount, status: reopenOrEscalate(attemptCount, issue.maxAttempts) };
+  return { issue: after, event: eventFor(after, after.status === "ESCALATED" ? "ESCALATED" : "RECOVERED", issue.checkoutRunId, agentId, reason) };
+}
+
+/**
  * One sweep, its steps in order:
  *  1. TIME_OUT_EXPIRED_RUNS (+ TIME_OUT_BUSY_EXPIRED_RUNS): RUNNING runs whose
  *     lease has run out become TIMED_OUT.
  *  2. RECOVER_LOCKS_OF_DEAD_RUNS: every issue whose checkout points at a run
- *     that is not RUNNING (or missing): a CLAIMED holder's attempt is counted
- *     (attemptsAfterDeath), both locks cleared, OPEN or ESCALATED; one
- *     RECOVERED (or ESCALATED) event each, naming the dead run, reason
+ *     that is not RUNNING (or missing), recoverLock: a CLAIMED holder's
+ *     attempt is counted (attemptsAfterDeath), both locks cleared, OPEN or
+ *     ESCALATED; one RECOVERED (or ESCALATED) event each, naming the dead run, reason
  *     LEASE_EXPIRED (TIMED_OUT), RUN_FINISHED (another terminal status) or
  *     RUN_MISSING.
  *  3. ESCALATE_EXHAUSTED_OPEN: OPEN issues with no attempt left → ESCALATED,
@@ -41,11 +56,10 @@ export function sweep(state: State): Step<SweepCounts> {
     if (i.checkoutRunId === null) return i;
     const holder = findRun(afterRuns, i.checkoutRunId);
     if (holder && holder.status === "RUNNING") return i;
-    const attemptCount = attemptsAfterDeath(i);
-    const after: Issue = { ...clearLocks(i), attemptCount, status: reopenOrEscalate(attemptCount, i.maxAttempts) };
     const reason = !holder ? "RUN_MISSING" : holder.status === "TIMED_OUT" ? "LEASE_EXPIRED" : "RUN_FINISHED";
-    recovered.push(eventFor(after, after.status === "ESCALATED" ? "ESCALATED" : "RECOVERED", i.checkoutRunId, agentOf(afterRuns, i.checkoutRunId), reason));
-    return after;
+    const { issue, event } = recoverLock(i, agentOf(afterRuns, i.checkoutRunId), reason);
+    recovered.push(event);
+    return issue;
   });
 
   const escalated: Event[] = [];

@@ -21,9 +21,14 @@ export function refuseRun(state: State, agentId: string, runId: string): RunNotA
   return null;
 }
 
-/** START_RUN: a RUNNING run for the agent, its lease leaseLength past the clock. Runs are numbered r1, r2, … */
+/**
+ * START_RUN: a RUNNING run for the agent, its lease leaseLength past the
+ * clock. Runs are numbered r1, r2, … An unknown or disabled agent gets no run
+ * (FORBIDDEN: the agent row START_RUN reads is missing, or disabled).
+ */
 export function startRun(state: State, args: { agentId: string }): Step<RunStarted | ErrorAnswer> {
   if (!state.agents.includes(args.agentId)) return { answer: forbidden(`no agent ${args.agentId}`), state, events: [] };
+  if (state.disabled.includes(args.agentId)) return { answer: forbidden("this agent is disabled: it may not start runs"), state, events: [] };
   const run: Run = {
     id: `r${state.runs.length + 1}`,
     agentId: args.agentId,

@@ -6,7 +6,7 @@ import { finishRun, startRun } from "./runs.js";
 import type { Event, Run, State, Step } from "./state.js";
 
 /**
- * For each agent, in creation order, with claimable work assigned to it
+ * For each enabled agent, in creation order, with claimable work assigned to it
  * (AGENTS_WITH_CLAIMABLE_WORK: OPEN with an attempt left, assigned to it; key
  * room is not looked at here): start a run, claim the agent's next issue
  * (claimIssue without an issue id, includeUnassigned false), and finish the
@@ -16,14 +16,14 @@ import type { Event, Run, State, Step } from "./state.js";
  * agent's claim depend on another's).
  */
 export function runHeartbeat(state: State): Step<HeartbeatTick> {
-  const agents = state.agents.filter((a) => state.issues.some((i) => isClaimable(i) && i.assigneeAgentId === a));
+  const agents = state.agents.filter((a) => !state.disabled.includes(a) && state.issues.some((i) => isClaimable(i) && i.assigneeAgentId === a));
   let s = state;
   const runs: Run[] = [];
   const claims: IssueClaimed[] = [];
   const events: Event[] = [];
   for (const agentId of agents) {
     const started = startRun(s, { agentId });
-    if (started.answer.__typename !== "HeartbeatRun") throw new Error("unreachable: the agent exists");
+    if (started.answer.__typename !== "HeartbeatRun") throw new Error("unreachable: the agent exists and is enabled");
     const run = started.answer.run;
     s = started.state;
     const claimed = claimNext(s, { agentId, runId: run.id });

@@ -19,7 +19,10 @@
 //    against (SKIP LOCKED, FOR SHARE, a holder the snapshot cannot see) are
 //    each one of the model's interleavings, not a state of their own;
 //  - retention: runs are never deleted, so a holder is never missing
-//    (RUN_MISSING is modelled but unreachable).
+//    (RUN_MISSING is modelled but unreachable);
+//  - keys and authentication: an agent verb names its agent, and disableAgent
+//    only disables it (its keys are not modelled), and a disabled agent's
+//    reason is not kept in the state.
 import type { IssuePriority, IssueStatus, LockEventKind, ReleaseOutcome, RunStatus } from "../domain/types.js";
 import { ISSUE_PRIORITIES } from "../domain/types.js";
 
@@ -57,6 +60,11 @@ export interface State {
   readonly leaseLength: number;
   /** The company's agents, in creation order (the scheduler tick serves them in this order). */
   readonly agents: readonly string[];
+  /**
+   * The agents disableAgent disabled and enableAgent has not enabled again, in
+   * creation order. (The reason is left out: no verb reads it.)
+   */
+  readonly disabled: readonly string[];
   /** The company's issues, in id order. */
   readonly issues: readonly Issue[];
   /** The company's runs, in creation order; ids are r1, r2, … */
@@ -131,6 +139,7 @@ export function initialState(input: InitialStateInput): State {
     clock: 0,
     leaseLength,
     agents: [...input.agents],
+    disabled: [],
     issues: [...issues].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
     runs: [],
     limits: { ...(input.limits ?? {}) },

@@ -147,7 +147,7 @@ it("a subscription opened with the old key ends with UNAUTHENTICATED on the othe
   expect(text).toMatch(/event: complete/);
 });
 
-it("disabling an agent finishes its runs and frees their locks in the same transaction, with the usual events; its next call is refused", async () => {
+it("disabling an agent finishes its runs and frees their locks before it returns, with the usual events; its next call is refused", async () => {
   const co = await createCompany(h, 2);
   const [agent, other] = co.agents as [Company["agents"][0], Company["agents"][0]];
   const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {

@@ -1,7 +1,8 @@
 // The live board (/board) in a real browser: Debian's chromium driven by
 // playwright-core. The page is reached through a small TCP proxy in front of
 // the API, so a test can drop its connections and watch it resume. Every
-// request the page makes must stay on that origin.
+// request the page makes must stay on that origin. Keys the page is shown
+// (rotated from its Agents tab) must never reach its console or storage.
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import net from "node:net";
@@ -28,6 +29,10 @@ let origin: string;
 const external: string[] = [];
 const issues: Record<"held" | "live" | "lapse" | "force" | "xss" | "free", string> = { held: "", live: "", lapse: "", force: "", xss: "", free: "" };
 let runId: string;
+/** Every confirm() the page asked (all are accepted), oldest first. */
+const asked: string[] = [];
+/** Every line the page wrote to its console: no key may be among them. */
+const consoleLines: string[] = [];
 
 /** A TCP proxy to the API whose connections a test can cut, and refuse while paused. */
 interface Proxy {
@@ -73,6 +78,13 @@ async function startProxy(target: number): Promise<Proxy> {
 
 const row = (title: string) => page.locator("#issues-body tr", { has: page.getByRole("button", { name: title, exact: true }) });
 const cell = (title: string, column: number) => row(title).locator("td").nth(column);
+const agentRow = (id: string) => page.locator(`#agents-body tr[data-agent="${id}"]`);
+
+/** What the server makes of a key: its role, or the error code that refuses it. */
+async function whoami(token: string): Promise<string> {
+  const res = await h.client(token).request(Ops.MeDocument);
+  return res.errors?.[0]?.extensions?.code ?? res.data!.me.role;
+}
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install chromium (.ci/run does), or set CHROMIUM_PATH`);
@@ -100,7 +112,11 @@ beforeAll(async () => {
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
   });
   page = await browser.newPage();
-  page.on("dialog", (dialog) => void dialog.accept());
+  page.on("dialog", (dialog) => {
+    asked.push(dialog.message());
+    void dialog.accept();
+  });
+  page.on("console", (message) => void consoleLines.push(message.text()));
   await page.route("**/*", (route) => {
     const url = route.request().url();
     if (url.startsWith(origin)) return route.continue();
@@ -443,6 +459,197 @@ it("ledger retention: a company whose every event was pruned loads, goes live wi
     expect(await other.locator("#notice").isVisible()).toBe(false);
     expect(await other.locator("#live").innerText()).toBe("Live");
   } finally {
+    await other.close();
+  }
+});
+
+it("agents: rotates an agent's key from the page, shown once with a copy button; the new key works, the old one is refused, and the page keeps it nowhere", async () => {
+  const agent = co.agents[0]!;
+  const oldKey = agent.client.token!;
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin });
+  await page.getByRole("tab", { name: "Agents" }).click();
+  await expect.poll(() => agentRow(agent.id).locator(".agent-state").innerText()).toBe("enabled");
+  expect(await agentRow(co.agents[1]!.id).locator(".agent-state").innerText()).toBe("enabled");
+  expect(await agentRow(agent.id).getByRole("button").allInnerTexts()).toEqual(["Rotate key", "Disable"]);
+
+  await page.getByRole("button", { name: "Rotate key of Agent 1", exact: true }).click();
+  const shown = page.getByRole("dialog", { name: "New key for Agent 1" });
+  await shown.waitFor();
+  expect(asked.at(-1)).toMatch(/^Rotate the key of Agent 1\?/);
+  expect(await shown.innerText()).toContain("Shown once — copy it now.");
+  const newKey = await shown.getByLabel("New key").inputValue();
+  expect(newKey).toMatch(/^baton_agent_/);
+  expect(newKey).not.toBe(oldKey);
+  // Copy puts exactly the key on the clipboard.
+  await shown.getByRole("button", { name: "Copy" }).click();
+  await expect.poll(() => shown.locator("#key-copied").innerText()).toBe("Copied to the clipboard.");
+  expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(newKey);
+
+  // The server: the new key is Agent 1's, the old one is refused.
+  expect((await h.client(newKey).ok(Ops.MeDocument)).me).toMatchObject({ role: "AGENT", agentId: agent.id, companyId: co.id });
+  expect(await whoami(oldKey)).toBe("UNAUTHENTICATED");
+  expect(await page.locator("#agents-answer").innerText()).toBe("Agent 1 has a new key; its old one no longer works.");
+
+  // Kept nowhere: gone from the page once the dialog closes, and never in storage, a cookie, the URL or the console.
+  await shown.getByRole("button", { name: "Done" }).click();
+  await expect.poll(() => page.locator("#key-dialog").isVisible()).toBe(false);
+  expect(await page.locator("#new-key").inputValue()).toBe("");
+  const kept = await page.evaluate(() => JSON.stringify({ session: { ...sessionStorage }, local: { ...localStorage }, cookie: document.cookie, url: location.href, html: document.documentElement.outerHTML }));
+  expect(kept).not.toContain(newKey);
+  expect(consoleLines.join("\n")).not.toContain(newKey);
+  agent.client = h.client(newKey);
+  await page.getByRole("tab", { name: "Issues" }).click();
+});
+
+it("agents: disabling asks for a reason, frees the agent's locks live and shows since when and why; enabling makes it enabled again, its old key still refused", async () => {
+  const agent = co.agents[1]!;
+  const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "Held when disabled", assigneeAgentId: agent.id, priority: "LOW" } });
+  const run = (await agent.client.ok(Ops.StartRunDocument)).startRun.id;
+  await agent.client.ok(Ops.ClaimIssueDocument, { runId: run, issueId: createIssue.id });
+  await expect.poll(() => cell("Held when disabled", 0).innerText(), { timeout: 5000 }).toBe("CLAIMED");
+
+  await page.getByRole("tab", { name: "Agents" }).click();
+  await page.getByRole("button", { name: "Disable Agent 2", exact: true }).click();
+  const form = page.getByRole("dialog", { name: "Disable Agent 2" });
+  await form.waitFor();
+  // Without a reason nothing is asked or sent.
+  const askedBefore = asked.length;
+  await form.getByRole("button", { name: "Disable agent" }).click();
+  await expect.poll(() => form.locator("#disable-answer").innerText()).toContain("A reason is required");
+  expect(asked.length).toBe(askedBefore);
+  expect(await h.one("SELECT disabled_at, disabled_reason FROM agents WHERE id = $1", [agent.id])).toEqual({ disabled_at: null, disabled_reason: null });
+
+  const reason = "<b>Leaked its key</b> in a CI log";
+  await form.getByLabel("Reason (required)").fill(reason);
+  await form.getByRole("button", { name: "Disable agent" }).click();
+  await expect.poll(() => page.locator("#agents-answer").innerText()).toBe("Agent 2 is disabled: its keys no longer work.");
+  expect(asked.at(-1)).toMatch(/^Disable Agent 2\?/);
+  expect(asked.at(-1)).toContain(`Reason: ${reason}`);
+  expect(await page.locator("#disable-dialog").isVisible()).toBe(false);
+  const state = agentRow(agent.id).locator(".agent-state");
+  await expect.poll(() => state.innerText()).toMatch(/^disabled since \S.* · <b>Leaked its key<\/b> in a CI log$/);
+  expect(await agentRow(agent.id).getAttribute("class")).toContain("agent-disabled");
+  expect(await agentRow(agent.id).locator("b").count()).toBe(0);
+  expect(await agentRow(agent.id).getByRole("button").allInnerTexts()).toEqual(["Enable"]);
+  const disabled = await h.one<{ disabled_at: Date | null; disabled_reason: string | null }>("SELECT disabled_at, disabled_reason FROM agents WHERE id = $1", [agent.id]);
+  expect(disabled.disabled_reason).toBe(reason);
+  expect(disabled.disabled_at).toBeInstanceOf(Date);
+  expect(await whoami(agent.client.token!)).toBe("UNAUTHENTICATED");
+  // Its run was finished and its lock taken back in the same transaction: the page shows the issue OPEN again, live.
+  await page.getByRole("tab", { name: "Issues" }).click();
+  await expect.poll(() => cell("Held when disabled", 0).innerText(), { timeout: 5000 }).toBe("OPEN");
+  expect(await cell("Held when disabled", 5).innerText()).toBe("");
+
+  await page.getByRole("tab", { name: "Agents" }).click();
+  await page.getByRole("button", { name: "Enable Agent 2", exact: true }).click();
+  await expect.poll(() => page.locator("#agents-answer").innerText()).toBe("Agent 2 is enabled: “Rotate key” gives it a key.");
+  expect(asked.at(-1)).toMatch(/^Enable Agent 2\?/);
+  await expect.poll(() => state.innerText()).toBe("enabled");
+  expect(await agentRow(agent.id).getByRole("button").allInnerTexts()).toEqual(["Rotate key", "Disable"]);
+  expect(await h.one("SELECT disabled_at, disabled_reason FROM agents WHERE id = $1", [agent.id])).toEqual({ disabled_at: null, disabled_reason: null });
+  expect(await whoami(agent.client.token!)).toBe("UNAUTHENTICATED");
+  await page.getByRole("tab", { name: "Issues" }).click();
+});
+
+it("rotates the board key from the page: the page switches to the new key and stays live, the old key is refused, and another board signed in with it signs out saying why", async () => {
+  const oldKey = co.board.token!;
+  // Another board signed in with the same key (another tab), loaded and live.
+  const other = await browser.newPage();
+  /** The subscriptions this page opens from now on, with the key each carries. */
+  const streams: { op: string; authorization: string }[] = [];
+  const onRequest = (request: import("playwright-core").Request) => {
+    const op = /subscription (\w+)/.exec(request.postData() ?? "")?.[1];
+    if (op) void request.allHeaders().then((headers) => streams.push({ op, authorization: headers.authorization ?? "" }));
+  };
+  try {
+    await other.goto(`${origin}/board`);
+    await other.getByLabel("Board key").fill(oldKey);
+    await other.getByRole("button", { name: "Sign in" }).click();
+    await other.locator("#board[data-loaded]").waitFor();
+    await expect.poll(() => other.locator("#live").innerText(), { timeout: 15_000 }).toBe("Live");
+
+    page.on("request", onRequest);
+    // The server ends what the old key has open as the rotation commits, so the page may hear its streams
+    // refused before the rotation's answer arrives. Made certain here: the answer is held back until both
+    // of this page's streams with the old key have ended. The page must not take that for a sign-out.
+    const oldStreams = new Set<string>();
+    let streamsEnded = () => {};
+    const ended = new Promise<void>((resolve) => (streamsEnded = resolve));
+    const onEnd = (request: import("playwright-core").Request) => {
+      const op = /subscription (\w+)/.exec(request.postData() ?? "")?.[1];
+      if (!op) return;
+      void request.allHeaders().then((headers) => {
+        if (headers.authorization !== `Bearer ${oldKey}`) return;
+        oldStreams.add(op);
+        if (oldStreams.size === 2) streamsEnded();
+      });
+    };
+    page.on("requestfinished", onEnd);
+    page.on("requestfailed", onEnd);
+    let heldBack = false;
+    const holdAnswer = async (route: import("playwright-core").Route) => {
+      if (!(route.request().postData() ?? "").includes("BoardRotateBoardKey")) return route.fallback();
+      const response = await route.fetch();
+      let deadline: ReturnType<typeof setTimeout> | undefined;
+      heldBack = await Promise.race([ended.then(() => true), new Promise<boolean>((resolve) => (deadline = setTimeout(() => resolve(false), 10_000)))]);
+      clearTimeout(deadline);
+      await route.fulfill({ response });
+    };
+    await page.route("**/graphql", holdAnswer);
+    await page.getByRole("tab", { name: "Agents" }).click();
+    await page.getByRole("button", { name: "Rotate board key" }).click();
+    const shown = page.getByRole("dialog", { name: "New board key" });
+    await shown.waitFor();
+    await page.unroute("**/graphql", holdAnswer);
+    page.off("requestfinished", onEnd);
+    page.off("requestfailed", onEnd);
+    expect(heldBack).toBe(true);
+    expect([...oldStreams].sort()).toEqual(["BoardIssuesChanged", "BoardLive"]);
+    expect(asked.at(-1)).toMatch(/^Rotate the board key\?/);
+    expect(asked.at(-1)).toContain("stops working everywhere");
+    expect(asked.at(-1)).toContain("every other open board signed in with it");
+    const newKey = await shown.getByLabel("New key").inputValue();
+    expect(newKey).toMatch(/^baton_board_/);
+    expect(await shown.innerText()).toContain("Shown once — copy it now.");
+    expect(await shown.innerText()).toContain("This page now uses it.");
+
+    // The server: the old key is refused, the new one is this company's board.
+    expect(await whoami(oldKey)).toBe("UNAUTHENTICATED");
+    expect((await h.client(newKey).ok(Ops.MeDocument)).me).toMatchObject({ role: "BOARD", companyId: co.id });
+    // This page: its session (this tab's sessionStorage, as at sign-in) holds the new key, and both streams were opened again with it.
+    expect(JSON.parse((await page.evaluate(() => sessionStorage.getItem("baton.board")))!)).toEqual({ token: newKey, companyId: co.id });
+    expect(await page.evaluate(() => localStorage.length)).toBe(0);
+    await expect
+      .poll(() => [...new Set(streams.filter((s) => s.authorization === `Bearer ${newKey}`).map((s) => s.op))].sort(), { timeout: 5000 })
+      .toEqual(["BoardIssuesChanged", "BoardLive"]);
+    await shown.getByRole("button", { name: "Done" }).click();
+    expect(await page.locator("#new-key").inputValue()).toBe("");
+    expect(consoleLines.join("\n")).not.toContain(newKey);
+    co.board = h.client(newKey);
+
+    // Still live with the new key: an issue created, then claimed, after the rotation show as they commit, without a sign-in.
+    const agent = co.agents[0]!;
+    const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "After the board key rotation", assigneeAgentId: agent.id, priority: "LOW" } });
+    await page.getByRole("tab", { name: "Issues" }).click();
+    await expect.poll(() => cell("After the board key rotation", 0).innerText(), { timeout: 5000 }).toBe("OPEN");
+    const run = (await agent.client.ok(Ops.StartRunDocument)).startRun.id;
+    await agent.client.ok(Ops.ClaimIssueDocument, { runId: run, issueId: createIssue.id });
+    await expect.poll(() => cell("After the board key rotation", 0).innerText(), { timeout: 5000 }).toBe("CLAIMED");
+    expect(await page.locator("#live").innerText()).toBe("Live");
+    expect(await page.locator("#sign-in-view").isVisible()).toBe(false);
+
+    // The other board: signed out cleanly, saying its key was revoked or rotated, and its key forgotten.
+    await expect.poll(() => other.locator("#sign-in-message").innerText(), { timeout: 15_000 }).toMatch(/^Signed out: .*revoked or rotated/);
+    expect(await other.locator("#sign-in-view").isVisible()).toBe(true);
+    expect(await other.evaluate(() => sessionStorage.getItem("baton.board"))).toBeNull();
+
+    // This page, reloaded, is signed in by itself with the new key.
+    await page.reload();
+    await page.locator("#board[data-loaded]").waitFor();
+    await expect.poll(() => page.locator("#live").innerText(), { timeout: 15_000 }).toBe("Live");
+    expect(await page.locator("#sign-in-view").isVisible()).toBe(false);
+  } finally {
+    page.off("request", onRequest);
     await other.close();
   }
 });

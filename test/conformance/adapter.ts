@@ -16,13 +16,14 @@ import pg from "pg";
 import { createAgent, createCompany } from "../../src/auth/accounts.js";
 import { connectDb } from "../../src/db/client.js";
 import type { DbHandle } from "../../src/db/client.js";
-import { ForbiddenError, InvalidInputError } from "../../src/domain/errors.js";
+import { ForbiddenError, InvalidInputError, NotFoundError } from "../../src/domain/errors.js";
 import { acquireExecution } from "../../src/locks/acquireExecution.js";
 import { claimIssue } from "../../src/locks/claimIssue.js";
 import { claimIssues } from "../../src/locks/claimIssues.js";
 import { setConcurrencyLimit } from "../../src/locks/concurrencyLimits.js";
 import { createIssues } from "../../src/locks/createIssues.js";
 import type { LockDeps } from "../../src/locks/deps.js";
+import { disableAgent, enableAgent } from "../../src/locks/disableAgent.js";
 import { forceReleaseIssue } from "../../src/locks/forceReleaseIssue.js";
 import { releaseIssue } from "../../src/locks/releaseIssue.js";
 import { releaseIssues } from "../../src/locks/releaseIssues.js";
@@ -59,6 +60,8 @@ export interface NormEvent { kind: string; status: string; reason: string | null
 export interface NormState {
   issues: NormIssue[];
   runs: { id: string; agent: string; status: string }[];
+  /** The disabled agents, by model name, sorted. */
+  disabled: string[];
   /** Per issue, in order. */
   events: Record<string, NormEvent[]>;
 }
@@ -164,6 +167,14 @@ export function normAnswer(a: Record<string, any>, name: (id: string | null) => 
     case "RunUpdated":
     case "HeartbeatRun":
       return { t: a.__typename, run: run(a.run) };
+    case "Agent":
+      // the model's AgentAnswer, or the real Agent row (disabledAt set while disabled)
+      return {
+        t: a.__typename,
+        agent: name(a.agentId ?? a.id),
+        disabled: "disabled" in a ? a.disabled : a.disabledAt !== null,
+        disabledReason: a.disabledReason,
+      };
     case "HeartbeatTick":
       return {
         t: a.__typename,
@@ -192,6 +203,7 @@ export function normModelState(s: State, events: readonly Event[]): NormState {
   return {
     issues: s.issues.map((i: ModelIssue) => normIssue(i, ident)),
     runs: s.runs.map((r) => ({ id: r.id, agent: r.agentId, status: r.status })),
+    disabled: [...s.disabled].sort(),
     events: perIssue,
   };
 }
@@ -271,7 +283,7 @@ export class Sequence {
     readonly actors: Map<string, AgentActor>,
   ) {}
 
-  /** Runs one model command through the real verb on instance `n`; thrown FORBIDDEN / BAD_USER_INPUT come back as Error answers. */
+  /** Runs one model command through the real verb on instance `n`; thrown FORBIDDEN / BAD_USER_INPUT / NOT_FOUND come back as Error answers. */
   async exec(c: Command, n: 0 | 1 = 0, names: Names = this.names): Promise<RealAnswer> {
     const deps = this.world.instances[n].deps;
     const actor = (agentId: string) => this.actors.get(agentId)!;
@@ -317,6 +329,10 @@ export class Sequence {
         }
         case "runHeartbeat":
           return { __typename: "HeartbeatTick", ...(await tickScheduler(deps, this.companyId)) };
+        case "disableAgent":
+          return { __typename: "Agent", ...(await disableAgent(deps, this.companyId, names.real(c.agentId), c.reason)).agent };
+        case "enableAgent":
+          return { __typename: "Agent", ...(await enableAgent(deps.db, this.companyId, names.real(c.agentId))) };
         case "tick":
           await this.world.admin.query(
             "UPDATE heartbeat_runs SET lease_expires_at = lease_expires_at - make_interval(secs => $2::int) WHERE company_id = $1",
@@ -329,6 +345,7 @@ export class Sequence {
     } catch (err) {
       if (err instanceof ForbiddenError) return { __typename: "Error", code: "FORBIDDEN" };
       if (err instanceof InvalidInputError) return { __typename: "Error", code: "BAD_USER_INPUT" };
+      if (err instanceof NotFoundError) return { __typename: "Error", code: "NOT_FOUND" };
       // anything else is no answer of the contract: the run fails, naming the command
       throw new Error(`${describe(c)} threw: ${err instanceof Error ? err.message.trim().split("\n").at(-1) : String(err)}`);
     }
@@ -344,12 +361,13 @@ export class Sequence {
             FROM issues i WHERE i.company_id = $1) AS issues,
          (SELECT coalesce(json_agg(json_build_object('id', r.id, 'agentId', r.agent_id, 'status', r.status) ORDER BY r.started_at, r.id), '[]')
             FROM heartbeat_runs r WHERE r.company_id = $1) AS runs,
+         (SELECT coalesce(json_agg(a.id), '[]') FROM agents a WHERE a.company_id = $1 AND a.disabled_at IS NOT NULL) AS disabled,
          (SELECT coalesce(json_agg(json_build_object('issueId', e.issue_id, 'kind', e.kind, 'status', e.status, 'reason', e.reason,
                   'runId', e.run_id, 'agentId', e.agent_id) ORDER BY e.seq), '[]')
             FROM lock_events e WHERE e.company_id = $1) AS events`,
       [this.companyId],
     );
-    const row = rows[0] as { issues: AnyIssue[]; runs: { id: string; agentId: string; status: string }[]; events: Record<string, string | null>[] };
+    const row = rows[0] as { issues: AnyIssue[]; runs: { id: string; agentId: string; status: string }[]; disabled: string[]; events: Record<string, string | null>[] };
     const name = (id: string | null) => names.model(id);
     const events: Record<string, NormEvent[]> = {};
     for (const e of row.events) {
@@ -359,7 +377,8 @@ export class Sequence {
     const runs = row.runs.map((r) => ({ id: name(r.id)!, agent: name(r.agentId)!, status: r.status }));
     // the model lists runs in creation order r1, r2, …; two started at once may have either order here
     runs.sort((a, b) => runNumber(a.id) - runNumber(b.id));
-    return { issues, runs, events };
+    const disabled = row.disabled.map((id) => name(id)!).sort();
+    return { issues, runs, disabled, events };
   }
 }
 

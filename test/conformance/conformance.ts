@@ -11,7 +11,7 @@
 // A failure is shrunk by fast-check to a minimal sequence, printed as a
 // replayable test (`replay` below).
 import fc from "fast-check";
-import { apply, claimCandidates, describe, EXPECTED_CHOICES, boardUpdates, initialState, isExpired, isLive } from "../../src/model/index.js";
+import { apply, claimCandidates, describe, EXPECTED_CHOICES, boardUpdates, initialState, isExpired, isLive, stopAgent, takeBackLocks } from "../../src/model/index.js";
 import type { Command, Event, InitialStateInput, IssueInput, IssueStatus, State, UpdateIssueInput } from "../../src/model/index.js";
 import { bindNewRuns, normAnswer, normModelState, UNKNOWN_ISSUE, UNKNOWN_RUN } from "./adapter.js";
 import type { Names, NormAnswer, NormState, RealAnswer, RealWorld, Sequence } from "./adapter.js";
@@ -33,6 +33,8 @@ export type Abstract =
   | { verb: "forceReleaseIssue"; issue: number }
   | { verb: "updateIssue"; issue: number; input: UpdateIssueInput }
   | { verb: "runHeartbeat" }
+  | { verb: "disableAgent"; agent: string; reason: string }
+  | { verb: "enableAgent"; agent: string }
   | { verb: "tick"; by: number }
   | { verb: "sweep" };
 
@@ -47,6 +49,8 @@ export interface Scenario {
 }
 
 export const AGENTS = ["A", "B"] as const;
+/** An agent the company does not have (disableAgent, enableAgent: NOT_FOUND). */
+export const UNKNOWN_AGENT = "Z";
 
 // ---- resolving an abstract command against the model's state ----
 
@@ -99,6 +103,10 @@ export function resolve(s: State, a: Abstract): Command {
       return { verb: "updateIssue", issueId: resolveIssue(s, a.issue), input: a.input };
     case "runHeartbeat":
       return { verb: "runHeartbeat" };
+    case "disableAgent":
+      return { verb: "disableAgent", agentId: a.agent, reason: a.reason };
+    case "enableAgent":
+      return { verb: "enableAgent", agentId: a.agent };
     case "tick":
       return { verb: "tick", by: a.by };
     case "sweep":
@@ -134,9 +142,12 @@ const runArb: fc.Arbitrary<RunRef> = fc.oneof(
 const issueArb = fc.oneof({ weight: 15, arbitrary: fc.integer({ min: 0, max: 3 }) }, { weight: 1, arbitrary: fc.constant(-1) });
 const outcomeArb = fc.constantFrom("DONE", "BLOCKED", "FAILED", "REQUEUE") as fc.Arbitrary<"DONE" | "BLOCKED" | "FAILED" | "REQUEUE">;
 export const UPDATES: readonly UpdateIssueInput[] = boardUpdates([...AGENTS], [1, 2, 3], [null, "k1", "k2"]);
+/** disableAgent's target (now and then one the company does not have) and reason (trimmed; a blank one is BAD_USER_INPUT). */
+const switchedAgentArb = fc.oneof({ weight: 8, arbitrary: agentArb }, { weight: 1, arbitrary: fc.constant(UNKNOWN_AGENT) });
+const disableReasonArb = fc.constantFrom("operator", "operator", "  leaked key  ", "   ");
 
 /**
- * Every agent and board verb, and time: the alphabet of one step. Each half of
+ * Every agent and board verb (disableAgent and enableAgent rarely), and time: the alphabet of one step. Each half of
  * a pair has the same alphabet but for tick (time is not a statement) and
  * runHeartbeat: the scheduler tick is several statements (find the agents with
  * work, start a run, claim, finish the run if it got nothing: "another tick,
@@ -183,6 +194,9 @@ export function abstractArb(alone: boolean): fc.Arbitrary<Abstract> {
     { weight: 1, arbitrary: issueArb.map((issue): Abstract => ({ verb: "forceReleaseIssue", issue })) },
     { weight: 2, arbitrary: fc.record({ issue: issueArb, input: fc.constantFrom(...UPDATES) }).map((r): Abstract => ({ verb: "updateIssue", ...r })) },
     { weight: 2, arbitrary: fc.constant<Abstract>({ verb: "sweep" }) },
+    // rarely: a disabled agent has no run and gets none until it is enabled
+    { weight: 1, arbitrary: fc.record({ agent: switchedAgentArb, reason: disableReasonArb }).map((r): Abstract => ({ verb: "disableAgent", ...r })) },
+    { weight: 1, arbitrary: switchedAgentArb.map((agent): Abstract => ({ verb: "enableAgent", agent })) },
   ];
   if (alone) arbs.push({ weight: 1, arbitrary: fc.constant<Abstract>({ verb: "runHeartbeat" }) });
   if (alone) arbs.push({ weight: 4, arbitrary: fc.integer({ min: 1, max: 2 }).map((by): Abstract => ({ verb: "tick", by })) });
@@ -242,8 +256,19 @@ export interface Reached {
   batchByFinishedRun: number;
   /** A batch claim racing the finishRun of its own run (a pair). */
   batchRacingFinish: number;
+  /** A pair: disableAgent of an agent beside a command of that agent, or one naming an issue the agent's runs hold (or a sweep while they hold one). */
+  disableRacing: number;
+  /** The same, with the gate. */
+  disableRacingGated: number;
 }
-export const noneReached = (): Reached => ({ adoptWhileTimedOut: 0, adoptWhileTimedOutGated: 0, batchByFinishedRun: 0, batchRacingFinish: 0 });
+export const noneReached = (): Reached => ({
+  adoptWhileTimedOut: 0,
+  adoptWhileTimedOutGated: 0,
+  batchByFinishedRun: 0,
+  batchRacingFinish: 0,
+  disableRacing: 0,
+  disableRacingGated: 0,
+});
 
 export class Mismatch extends Error {
   override name = "Mismatch";
@@ -261,6 +286,7 @@ function stateDiff(model: NormState, real: NormState): string | null {
   return (
     compare("issues", model.issues, real.issues) ??
     compare("runs", model.runs, real.runs) ??
+    compare("disabled agents", model.disabled, real.disabled) ??
     compare("events", sortedKeys(model.events), sortedKeys(real.events))
   );
 }
@@ -384,7 +410,19 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
         s = { ...s, runs: s.runs.map((r) => (isExpired(r, s.clock) ? { ...r, status: "TIMED_OUT" as const, finishedAt: s.clock } : r)) };
         continue;
       }
-      const step = kind === "recovery" ? recoveryPassingOver(s, skip) : applyAllowingSkips(s, cmds[k]!, cmds[1 - k]!, reals[k]!, names);
+      if (kind === "take-back") {
+        // only after the agent was stopped (a refused disableAgent takes nothing back)
+        if (models[k]?.t === "Agent") {
+          const back = takeBackLocks(s, (cmds[k] as { agentId: string }).agentId);
+          s = back.state;
+          events.push(...back.events);
+        }
+        continue;
+      }
+      const step =
+        kind === "recovery" ? recoveryPassingOver(s, skip)
+        : kind === "stop-agent" ? stopAgent(s, cmds[k] as { agentId: string; reason: string })
+        : applyAllowingSkips(s, cmds[k]!, cmds[1 - k]!, reals[k]!, names);
       bindNewRuns(names, step.answer, reals[k]!);
       s = step.state;
       events.push(...step.events);
@@ -418,10 +456,16 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
  * statement (or one transaction), but a sweep is several: it times out the
  * expired runs, then recovers the locks of dead runs and escalates (sweep.ts),
  * and another statement may come between. (Recovery and escalation are taken
- * as one part: the model's sweep does both.)
+ * as one part: the model's sweep does both.) So is disableAgent: it stops the
+ * agent and its runs, then takes their locks back (disableAgent.ts).
  */
-interface Part { k: 0 | 1; kind: "whole" | "time-outs" | "recovery" }
-const parts = (c: Command, k: 0 | 1): Part[] => (c.verb === "sweep" ? [{ k, kind: "time-outs" }, { k, kind: "recovery" }] : [{ k, kind: "whole" }]);
+interface Part { k: 0 | 1; kind: "whole" | "time-outs" | "recovery" | "stop-agent" | "take-back" }
+const parts = (c: Command, k: 0 | 1): Part[] =>
+  c.verb === "sweep"
+    ? [{ k, kind: "time-outs" }, { k, kind: "recovery" }]
+    : c.verb === "disableAgent"
+      ? [{ k, kind: "stop-agent" }, { k, kind: "take-back" }]
+      : [{ k, kind: "whole" }];
 
 /**
  * The issues a sweep beside `other` may pass over: its recovery and escalation
@@ -510,6 +554,15 @@ function noteReached(m: ModelBox, step: Concrete): void {
   }
   const [a, b] = step.pair;
   for (const [x, y] of [[a, b], [b, a]] as const) {
+    if (x.verb === "disableAgent" && x.reason.trim() !== "" && s.agents.includes(x.agentId)) {
+      const ours = (runId: string | null) => s.runs.some((r) => r.id === runId && r.agentId === x.agentId);
+      const holds = s.issues.filter((i) => ours(i.checkoutRunId)).map((i) => i.id);
+      const byAgent = "agentId" in y && y.agentId === x.agentId && y.verb !== "disableAgent" && y.verb !== "enableAgent";
+      if (byAgent || namedIssues(y).some((id) => holds.includes(id)) || (y.verb === "sweep" && holds.length > 0)) {
+        m.reached.disableRacing++;
+        if (step.gate) m.reached.disableRacingGated++;
+      }
+    }
     if (x.verb === "claimIssues" && y.verb === "finishRun" && x.runId === y.runId && x.agentId === y.agentId && isLive(s.runs.find((r) => r.id === x.runId), s.clock)) {
       m.reached.batchRacingFinish++;
     }
@@ -579,7 +632,13 @@ class StepCommand implements fc.AsyncCommand<ModelBox, Real> {
 type Item = Abstract | { pair: [Abstract, Abstract]; gate: boolean };
 
 export const racePairArb: fc.Arbitrary<Item[]> = fc.oneof(
-  fc
+  { weight: 2, arbitrary: adoptRaceArb() },
+  { weight: 2, arbitrary: batchRaceArb() },
+  { weight: 1, arbitrary: disableRaceArb() },
+);
+
+function adoptRaceArb(): fc.Arbitrary<Item[]> {
+  return fc
     .record({ adopter: agentArb, holder: agentArb, issue: issueArb, other: issueArb, which: fc.constantFrom("heartbeat", "sweep", "adopt"), gate: fc.boolean(), swap: fc.boolean() })
     .map(({ adopter, holder, issue, other, which, gate, swap }): Item[] => {
       const adopt: Abstract = { verb: "claimById", agent: adopter, run: { back: 0 }, issue, expected: ["CLAIMED", "IN_PROGRESS"] };
@@ -597,15 +656,74 @@ export const racePairArb: fc.Arbitrary<Item[]> = fc.oneof(
         { verb: "startRun", agent: adopter },
         { pair: swap ? [timesOut, adopt] : [adopt, timesOut], gate },
       ];
-    }),
-  fc
+    });
+}
+
+function batchRaceArb(): fc.Arbitrary<Item[]> {
+  return fc
     .record({ agent: agentArb, limit: fc.integer({ min: 1, max: 3 }), acquireExecution: fc.boolean(), gate: fc.boolean(), swap: fc.boolean() })
     .map(({ agent, limit, acquireExecution, gate, swap }): Item[] => {
       const batch: Abstract = { verb: "claimIssues", agent, run: { back: 0 }, limit, includeUnassigned: true, acquireExecution };
       const finish: Abstract = { verb: "finishRun", agent, run: { back: 0 }, status: "SUCCEEDED" };
       return [{ pair: swap ? [finish, batch] : [batch, finish], gate }];
-    }),
-);
+    });
+}
+
+/**
+ * disableAgent beside what its agent's runs do, or what others do to the
+ * issues they hold: the agent claims an issue (and perhaps dies: its lease runs
+ * out), the other agent starts a run, then the disable races a claim, an
+ * acquire, a release, a heartbeat or a finish of the agent's run, a startRun
+ * of the agent, the other agent's adoption of the issue, a force release, a
+ * sweep, or a second disable; and the agent is perhaps enabled again after.
+ */
+function disableRaceArb(): fc.Arbitrary<Item[]> {
+  return fc
+    .record({
+      agent: agentArb,
+      issue: issueArb,
+      dead: fc.boolean(),
+      which: fc.constantFrom("claimNext", "claimIssues", "acquire", "release", "heartbeat", "finish", "start", "adopt", "force", "sweep", "disable"),
+      gate: fc.boolean(),
+      swap: fc.boolean(),
+      reenable: fc.boolean(),
+    })
+    .map(({ agent, issue, dead, which, gate, swap, reenable }): Item[] => {
+      const other = agent === "A" ? "B" : "A";
+      const own = { agent, run: { back: 0 } } as const;
+      const disable: Abstract = { verb: "disableAgent", agent, reason: "operator" };
+      const beside: Abstract =
+        which === "claimNext"
+          ? { verb: "claimNext", ...own, includeUnassigned: true }
+          : which === "claimIssues"
+            ? { verb: "claimIssues", ...own, limit: 2, includeUnassigned: true, acquireExecution: true }
+            : which === "acquire"
+              ? { verb: "acquireExecution", ...own, issue }
+              : which === "release"
+                ? { verb: "releaseIssue", ...own, issue, outcome: "FAILED" }
+                : which === "heartbeat"
+                  ? { verb: "heartbeatRun", ...own }
+                  : which === "finish"
+                    ? { verb: "finishRun", ...own, status: "SUCCEEDED" }
+                    : which === "start"
+                      ? { verb: "startRun", agent }
+                      : which === "adopt"
+                        ? { verb: "claimById", agent: other, run: { back: 0 }, issue, expected: ["CLAIMED", "IN_PROGRESS"] }
+                        : which === "force"
+                          ? { verb: "forceReleaseIssue", issue }
+                          : which === "sweep"
+                            ? { verb: "sweep" }
+                            : { verb: "disableAgent", agent, reason: "again" };
+      return [
+        { verb: "startRun", agent },
+        { verb: "claimById", ...own, issue },
+        ...(dead ? [{ verb: "tick", by: 2 } as const] : []),
+        { verb: "startRun", agent: other },
+        { pair: swap ? [beside, disable] : [disable, beside], gate },
+        ...(reenable ? [{ verb: "enableAgent", agent } as const] : []),
+      ];
+    });
+}
 
 export function commandsArb(maxCommands: number): fc.Arbitrary<Iterable<fc.AsyncCommand<ModelBox, Real>>> {
   return fc.commands(

@@ -2,7 +2,7 @@
 // the board moves tried, what an exploration saw (coverage), and a runner that
 // prints the figures docs/invariants.md quotes.
 import { expect } from "vitest";
-import type { Answer, Command, ExploreOptions, ExploreResult, State, Step, UpdateIssueInput } from "../../src/model/index.js";
+import type { Answer, Command, ExploreOptions, ExploreResult, Run, State, Step, UpdateIssueInput } from "../../src/model/index.js";
 import { changes, explore, isLive } from "../../src/model/index.js";
 import { ISSUE_STATUSES } from "../../src/domain/types.js";
 
@@ -14,7 +14,7 @@ export const UPDATES: UpdateIssueInput[] = [
   { maxAttempts: 2 },
 ];
 
-/** What an exploration saw: verbs, answers, statuses each verb fired in, table rows made, event reasons. */
+/** What an exploration saw: verbs, answers, statuses each verb fired in, table rows made, event reasons, the runs disableAgent ended or took locks from. */
 export class Coverage {
   verbs = new Set<string>();
   answers = new Set<string>();
@@ -22,6 +22,8 @@ export class Coverage {
   rows = new Set<string>();
   reasons = new Set<string>();
   schedulerIdleRuns = 0;
+  /** disableAgent: `cancelled:live`, `cancelled:expired` (RUNNING runs it ended), `recovered:<holder>` (live, expired, TIMED_OUT: the runs whose locks it took back). */
+  disabling = new Set<string>();
 
   observe = (before: State, c: Command, step: Step<Answer>): void => {
     this.verbs.add(c.verb);
@@ -38,6 +40,11 @@ export class Coverage {
       if (ch.before.status !== ch.after.status || ch.before.checkoutRunId !== ch.after.checkoutRunId) this.rows.add(`${c.verb}:${ch.before.status}->${ch.after.status}`);
     }
     if (step.answer.__typename === "HeartbeatTick") this.schedulerIdleRuns += step.answer.runs.filter((r) => r.status === "SUCCEEDED").length;
+    if (c.verb === "disableAgent" && step.answer.__typename === "Agent") {
+      const kind = (r: Run) => (r.status !== "RUNNING" ? r.status : isLive(r, before.clock) ? "live" : "expired");
+      for (const r of before.runs) if (r.agentId === c.agentId && r.status === "RUNNING") this.disabling.add(`cancelled:${kind(r)}`);
+      for (const e of step.events) this.disabling.add(`recovered:${kind(before.runs.find((r) => r.id === e.runId)!)}`);
+    }
     for (const e of step.events) this.reasons.add(`${e.kind}:${e.reason?.startsWith("operator") ? "operator" : e.reason}`);
   };
 }
@@ -54,6 +61,8 @@ function label(a: Answer): string {
       return a.refused.length > 0 ? "IssuesReleased(refused)" : "IssuesReleased";
     case "Error":
       return `Error(${a.code})`;
+    case "Agent":
+      return a.disabled ? "Agent(disabled)" : "Agent(enabled)";
     default:
       return a.__typename;
   }

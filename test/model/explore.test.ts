@@ -55,10 +55,12 @@ describe("the model, explored exhaustively", () => {
       ...["IssuesReleased", "IssuesReleased(refused)", "RunNotActive"].map((a) => `releaseIssues:${a}`),
       ...["IssueReleased", "IssueNotFound", "Error(BAD_USER_INPUT)"].map((a) => `forceReleaseIssue:${a}`),
       ...["IssueUpdated", "InvalidTransition", "IssueNotFound", "Error(BAD_USER_INPUT)"].map((a) => `updateIssue:${a}`),
-      "startRun:HeartbeatRun",
+      ...["HeartbeatRun", "Error(FORBIDDEN)"].map((a) => `startRun:${a}`),
       ...["RunUpdated", "RunNotActive", "Error(FORBIDDEN)"].map((a) => `heartbeatRun:${a}`),
       ...["RunUpdated", "RunNotActive", "Error(FORBIDDEN)", "Error(BAD_USER_INPUT)"].map((a) => `finishRun:${a}`),
       "runHeartbeat:HeartbeatTick",
+      ...["Agent(disabled)", "Error(BAD_USER_INPUT)", "Error(NOT_FOUND)"].map((a) => `disableAgent:${a}`),
+      ...["Agent(enabled)", "Error(NOT_FOUND)"].map((a) => `enableAgent:${a}`),
       "tick:Ticked",
       "sweep:SweepCounts",
     ];
@@ -73,6 +75,8 @@ describe("the model, explored exhaustively", () => {
       "RECOVERED:LEASE_EXPIRED",
       "ESCALATED:LEASE_EXPIRED",
       "ESCALATED:ATTEMPTS_EXHAUSTED",
+      "RECOVERED:AGENT_DISABLED",
+      "ESCALATED:AGENT_DISABLED",
       "FORCE_RELEASED:operator",
       ...["BACKLOG -> OPEN", "BLOCKED -> OPEN", "BLOCKED -> ESCALATED", "ESCALATED -> OPEN", "CLAIMED -> CANCELLED", "IN_PROGRESS -> CANCELLED"].map((r) => `STATUS_CHANGED:${r}`),
     ];
@@ -82,6 +86,9 @@ describe("the model, explored exhaustively", () => {
     // everything in the same transaction and retention never deletes a
     // holder, so no sequential history reaches them (only a race would).
     expect([...coverage.reasons].filter((r) => /^(RECOVERED|ESCALATED):RUN_(FINISHED|MISSING)$/.test(r))).toEqual([]);
+    // disableAgent ended live and expired RUNNING runs, and took back the locks of live runs, of expired ones
+    // not yet written down, and of runs a heartbeat had written TIMED_OUT but no sweep had reached
+    expect([...coverage.disabling].sort()).toEqual(["cancelled:expired", "cancelled:live", "recovered:TIMED_OUT", "recovered:expired", "recovered:live"]);
   }, 120_000);
 
 });
@@ -139,6 +146,32 @@ describe("the exploration catches a broken rule", () => {
       const before = state.issues.find((i) => i.id === c.issueId)!;
       return { ...step, state: { ...step.state, issues: step.state.issues.map((i) => (i.id === c.issueId ? { ...i, attemptCount: before.attemptCount } : i)) } };
     }, /attemptCount goes up by exactly/);
+  });
+
+  it("a disableAgent that cancels the runs but forgets to take back their locks", () => {
+    catches((state, c) => {
+      if (c.verb !== "disableAgent") return null;
+      const step = apply(state, c);
+      if (step.answer.__typename !== "Agent" || step.events.length === 0) return null;
+      return { ...step, state: { ...step.state, issues: state.issues }, events: [] };
+    }, /disableAgent cancels every RUNNING run|disabled agent has no RUNNING run/);
+  });
+
+  it("a disableAgent that frees the locks as finishRun does (no attempt charged)", () => {
+    catches((state, c) => {
+      if (c.verb !== "disableAgent") return null;
+      const step = apply(state, c);
+      if (step.answer.__typename !== "Agent") return null;
+      return { ...step, state: { ...step.state, issues: step.state.issues.map((i) => ({ ...i, attemptCount: state.issues.find((b) => b.id === i.id)!.attemptCount })) } };
+    }, /attemptCount goes up by exactly|disableAgent cancels every RUNNING run/);
+  });
+
+  it("a startRun that lets a disabled agent start a run", () => {
+    catches((state, c) => {
+      if (c.verb !== "startRun") return null;
+      const step = apply({ ...state, disabled: [] }, c);
+      return { ...step, state: { ...step.state, disabled: state.disabled } };
+    }, /disabled agent has no RUNNING run/);
   });
 
   it("a claim that hands out an issue without writing its event", () => {

@@ -240,3 +240,76 @@ describe("the board", () => {
     expect(last(steps).events).toEqual([]);
   });
 });
+
+describe("disabling an agent", () => {
+  it("cancels its RUNNING runs, live or expired, and recovers every lock its runs hold as the sweep would, with reason AGENT_DISABLED", () => {
+    const s = initialState({
+      agents: ["A", "B"],
+      issues: [
+        { id: "i1", assigneeAgentId: "A", maxAttempts: 2 },
+        { id: "i2", maxAttempts: 1 },
+        { id: "i3", maxAttempts: 2 },
+      ],
+      leaseLength: 2,
+    });
+    const steps = play(s, [
+      { verb: "startRun", agentId: "A" },
+      { verb: "claimIssue", agentId: "A", runId: "r1", issueId: "i1" },
+      { verb: "claimIssue", agentId: "A", runId: "r1", issueId: "i2" },
+      { verb: "tick", by: 2 },
+      { verb: "startRun", agentId: "A" },
+      { verb: "claimIssue", agentId: "A", runId: "r2", issueId: "i3" },
+      { verb: "acquireExecution", agentId: "A", runId: "r2", issueId: "i3" },
+      { verb: "startRun", agentId: "B" },
+      { verb: "disableAgent", agentId: "A", reason: "  leaked key " },
+    ]);
+    const disabled = last(steps);
+    expect(disabled.answer).toEqual({ __typename: "Agent", agentId: "A", disabled: true, disabledReason: "leaked key" });
+    // r1 expired (not yet written down) and r2 live: both CANCELLED; B's run untouched
+    expect(disabled.state.runs.map((r) => [r.id, r.status])).toEqual([["r1", "CANCELLED"], ["r2", "CANCELLED"], ["r3", "RUNNING"]]);
+    // i1 CLAIMED: its attempt charged; i2 CLAIMED on its last attempt: ESCALATED; i3 IN_PROGRESS: already counted
+    expect(disabled.state.issues.map((i) => [i.id, i.status, i.attemptCount, i.checkoutRunId])).toEqual([
+      ["i1", "OPEN", 1, null],
+      ["i2", "ESCALATED", 1, null],
+      ["i3", "OPEN", 1, null],
+    ]);
+    expect(disabled.events.map((e) => [e.issueId, e.kind, e.runId, e.agentId, e.reason])).toEqual([
+      ["i1", "RECOVERED", "r1", "A", "AGENT_DISABLED"],
+      ["i2", "ESCALATED", "r1", "A", "AGENT_DISABLED"],
+      ["i3", "RECOVERED", "r2", "A", "AGENT_DISABLED"],
+    ]);
+    expect(disabled.state.disabled).toEqual(["A"]);
+  });
+
+  it("refuses the disabled agent a run, from startRun and from the scheduler tick, until it is enabled; disabling again changes nothing but the reason", () => {
+    const steps = play(company(), [
+      { verb: "disableAgent", agentId: "A", reason: "off" },
+      { verb: "startRun", agentId: "A" },
+      { verb: "runHeartbeat" },
+      { verb: "disableAgent", agentId: "A", reason: "still off" },
+      { verb: "enableAgent", agentId: "A" },
+      { verb: "runHeartbeat" },
+    ]);
+    expect(steps[1]!.answer).toMatchObject({ __typename: "Error", code: "FORBIDDEN" });
+    expect(steps[1]!.state).toBe(steps[0]!.state);
+    expect(steps[2]!.answer).toEqual({ __typename: "HeartbeatTick", runs: [], claims: [] });
+    expect(steps[3]!.answer).toMatchObject({ __typename: "Agent", disabled: true, disabledReason: "still off" });
+    expect(steps[3]!.state).toBe(steps[2]!.state);
+    expect(steps[4]!.answer).toEqual({ __typename: "Agent", agentId: "A", disabled: false, disabledReason: null });
+    expect(last(steps).answer).toMatchObject({ __typename: "HeartbeatTick", claims: [{ issue: { id: "i1" } }] });
+  });
+
+  it("answers a blank reason BAD_USER_INPUT (before looking for the agent) and an unknown agent NOT_FOUND, changing nothing", () => {
+    const s = company();
+    for (const [c, code] of [
+      [{ verb: "disableAgent", agentId: "A", reason: "   " }, "BAD_USER_INPUT"],
+      [{ verb: "disableAgent", agentId: "Z", reason: "   " }, "BAD_USER_INPUT"],
+      [{ verb: "disableAgent", agentId: "Z", reason: "gone" }, "NOT_FOUND"],
+      [{ verb: "enableAgent", agentId: "Z" }, "NOT_FOUND"],
+    ] as [Command, string][]) {
+      const step = apply(s, c);
+      expect(step.answer).toMatchObject({ __typename: "Error", code });
+      expect(step.state).toBe(s);
+    }
+  });
+});

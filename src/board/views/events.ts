@@ -89,7 +89,7 @@ export class EventsView {
   render(): void {
     const select = byId<HTMLSelectElement>("event-agent");
     if (select.options.length !== this.store.agents.size + 1) {
-      fill(select, h("option", { value: "" }, "Any agent"), ...[...this.store.agents].map(([id, name]) => h("option", { value: id, selected: id === this.agent }, name)));
+      fill(select, h("option", { value: "" }, "Any agent"), ...[...this.store.agents].map(([id, agent]) => h("option", { value: id, selected: id === this.agent }, agent.name)));
     }
     const shown = this.candidates().slice(0, SHOWN);
     const list = byId("events-list");

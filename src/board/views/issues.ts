@@ -103,7 +103,7 @@ export class IssuesView {
       fill(
         select,
         h("option", { value: "" }, "Any agent"),
-        ...[...this.store.agents].map(([id, name]) => h("option", { value: id, selected: id === this.agent }, name)),
+        ...[...this.store.agents].map(([id, agent]) => h("option", { value: id, selected: id === this.agent }, agent.name)),
       );
     }
   }
