@@ -8,8 +8,7 @@
 // statement changes the issue (its row lock taken, uncommitted) and then
 // waits in the keys' trigger for the key row; the second statement starts,
 // takes its snapshot (the issue before the first's change) and waits for
-// the issue row; then the gate opens. Real verbs, real PostgreSQL. (The
-// fourth race holds disableAgent between its statements the same way.)
+// the issue row; then the gate opens. Real verbs, real PostgreSQL.
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createTestDatabase } from "../helpers/db.js";
 import type { TestDatabase } from "../helpers/db.js";
@@ -52,18 +51,14 @@ async function untilWaiting(n: number): Promise<void> {
   throw new Error(`${n} statements were not waiting within 5 s`);
 }
 
-/**
- * `first` changes a row and holds it uncommitted (waiting for the row the gate
- * holds: by default the key row) while `second` starts and waits for it; both answers.
- */
-async function staggered(seq: Sequence, first: Command, second: Command, gate?: [string, unknown[]]): Promise<[any, any]> {
+/** `first` changes the issue and holds it uncommitted (waiting for the key row the gate holds) while `second` starts and waits for it; both answers. */
+async function staggered(seq: Sequence, first: Command, second: Command): Promise<[any, any]> {
   const admin = world.admin;
   await admin.query("BEGIN");
   let a: Promise<any>;
   let b: Promise<any>;
   try {
-    const [text, values] = gate ?? ["SELECT 1 FROM concurrency_keys WHERE company_id = $1 AND key = $2 FOR UPDATE", [seq.companyId, KEY]];
-    await admin.query(text, values);
+    await admin.query("SELECT 1 FROM concurrency_keys WHERE company_id = $1 AND key = $2 FOR UPDATE", [seq.companyId, KEY]);
     a = seq.exec(first, 0);
     await untilWaiting(1);
     b = seq.exec(second, 1);
@@ -122,21 +117,25 @@ it("a claim by id waiting on the release of the issue that filled its key counts
   expect(rows[0].active).toBe(1);
 });
 
-it("a heartbeat of an expired run waiting on disableAgent's cancellation answers CANCELLED, as the run is", async () => {
+it("a heartbeat of an expired run waiting for another statement to end that run answers what that statement made it", async () => {
+  // The fourth race (conformance: heartbeatRun beside disableAgent): DISABLE_AGENT cancels the run while the
+  // heartbeat's DIAGNOSE_RUN, whose snapshot still has it RUNNING and expired, waits for the row to time it out.
+  // Here an open transaction does DISABLE_AGENT's change to the run, so that the heartbeat waits for certain.
   const seq = await arrange({ agents: ["A"], issues: [{ id: "i1", assigneeAgentId: "A" }], leaseLength: 1 });
   expect((await seq.exec({ verb: "claimIssue", agentId: "A", runId: "r1", issueId: "i1" })).__typename).toBe("IssueClaimed");
   await seq.exec({ verb: "tick", by: 2 });
-  // disableAgent has cancelled r1 (uncommitted) and waits for i1, which the gate holds, to take its lock back;
-  // the heartbeat's snapshot still has r1 RUNNING and expired, and it waits for r1's row to time it out
-  const [disabled, beat] = await staggered(
-    seq,
-    { verb: "disableAgent", agentId: "A", reason: "operator" },
-    { verb: "heartbeatRun", agentId: "A", runId: "r1" },
-    ["SELECT 1 FROM issues WHERE id = $1 FOR UPDATE", [seq.names.real("i1")]],
-  );
-  expect(disabled.disabledAt).not.toBeNull();
-  // serially: disabled first, so the heartbeat finds r1 CANCELLED (never TIMED_OUT for a run that is CANCELLED)
-  expect(beat).toMatchObject({ __typename: "RunNotActive", status: "CANCELLED" });
-  const { rows } = await world.admin.query("SELECT status FROM heartbeat_runs WHERE id = $1", [seq.names.real("r1")]);
+  const admin = world.admin;
+  await admin.query("BEGIN");
+  let beat: Promise<any>;
+  try {
+    await admin.query("UPDATE heartbeat_runs SET status = 'CANCELLED', finished_at = now() WHERE id = $1", [seq.names.real("r1")]);
+    beat = seq.exec({ verb: "heartbeatRun", agentId: "A", runId: "r1" }, 1);
+    await untilWaiting(1);
+  } finally {
+    await admin.query("COMMIT");
+  }
+  // serially: cancelled first, so the heartbeat finds r1 CANCELLED (never TIMED_OUT for a run that is CANCELLED)
+  expect(await beat!).toMatchObject({ __typename: "RunNotActive", status: "CANCELLED" });
+  const { rows } = await admin.query("SELECT status FROM heartbeat_runs WHERE id = $1", [seq.names.real("r1")]);
   expect(rows[0].status).toBe("CANCELLED");
 });
