@@ -92,7 +92,7 @@ export function buildApp(deps: AppDeps): App {
     ledger: { heldBackMs: () => watcher.heldBackMs, oldestTransactionSeconds: () => ledger.oldestTransactionSeconds() },
     fleet: () => fleet.read(),
   });
-  const revocations = new KeyRevocations(deps.db, deps.log, deps.bus);
+  const revocations = new KeyRevocations(deps.db, deps.log, deps.bus, (heard, keys) => metrics.keyRevocations.inc({ heard }, keys));
   const revocationPoll = new RevocationPoll(deps.db, revocations, deps.ledgerPollMs ?? 1000, deps.log);
   const resolver = new PrincipalResolver(deps.db, deps.adminToken, limits.unknownKeysPerMinute, revocations, (found) =>
     metrics.keyLookups.inc({ result: found ? "found" : "unknown" }),

@@ -53,6 +53,15 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly keyRevocations = new Counter({
+    name: "baton_key_revocations_total",
+    help:
+      "Revoked keys this instance removed from its cache, by how it first heard (here: it made the revocation; pubsub; poll: the revocation poll). " +
+      "poll growing while pubsub does not means pub/sub is losing messages: the poll still stops those keys within an interval.",
+    labelNames: ["heard"] as const,
+    registers: [this.registry],
+  });
+
   readonly keyLookups = new Counter({
     name: "baton_key_lookups_total",
     help: "Database lookups of keys not yet cached, by result (found, unknown).",

@@ -25,6 +25,9 @@ import { errorFields } from "../log.js";
 /** Revoked key ids remembered (a revoked key never works again, so this only spares lookups). */
 const MAX_REMEMBERED = 100_000;
 
+/** How an instance first heard of a revoked key. */
+export type Heard = "here" | "pubsub" | "poll";
+
 export class KeyRevocations {
   private readonly revoked = new Set<string>();
   private readonly watchers = new Map<string, Set<() => void>>();
@@ -37,12 +40,14 @@ export class KeyRevocations {
     private readonly db: Db,
     private readonly log: Logger,
     private readonly bus: Pick<EventBus, "announceRevokedKeys" | "watchRevokedKeys">,
+    /** Counts revoked keys by how this instance first heard of them (metrics). */
+    private readonly onRevoked: (heard: Heard, keys: number) => void = () => {},
   ) {}
 
   /** Keys this instance has revoked, once committed: refused here at once, and every instance told. */
   committed(keyIds: readonly string[]): void {
     if (keyIds.length === 0) return;
-    this.revokedKeys(keyIds);
+    this.revokedKeys(keyIds, "here");
     this.bus.announceRevokedKeys(keyIds);
   }
 
@@ -94,9 +99,10 @@ export class KeyRevocations {
   }
 
   /** Keys the database says are revoked (a committed revocation, or read back from it). */
-  revokedKeys(keyIds: readonly string[]): void {
+  revokedKeys(keyIds: readonly string[], heard: Heard): void {
     const fresh = keyIds.filter((id) => !this.revoked.has(id));
     if (fresh.length === 0) return;
+    this.onRevoked(heard, fresh.length);
     this.generation++;
     for (const id of fresh) {
       if (this.revoked.size >= MAX_REMEMBERED) this.revoked.delete(this.revoked.values().next().value!);
@@ -135,7 +141,7 @@ export class KeyRevocations {
           SELECT coalesce(array_agg(k.id::text), '{}') AS ids FROM api_keys k
            WHERE k.id = ANY(${unknown}::uuid[]) AND k.revoked_at IS NOT NULL`),
       );
-      this.revokedKeys(row.ids);
+      this.revokedKeys(row.ids, "pubsub");
     } catch (err) {
       // the poll finds them within an interval
       this.log("warn", "could not confirm revoked keys; the revocation poll will", errorFields(err));
@@ -190,7 +196,7 @@ export class RevocationPoll {
           SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
                  coalesce((SELECT array_agg(k.id::text) FROM api_keys k WHERE k.revoked_xid >= ${this.horizon}::xid8), '{}') AS ids`),
       );
-      this.revocations.revokedKeys(row.ids);
+      this.revocations.revokedKeys(row.ids, "poll");
       this.horizon = row.horizon;
     } catch (err) {
       if (Date.now() - this.lastWarning > 60_000) {

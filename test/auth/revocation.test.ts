@@ -51,6 +51,12 @@ async function refusedWithin(client: Client, deadlineMs: number): Promise<number
   return Date.now() - started;
 }
 
+/** baton_key_revocations_total{heard} of an instance. */
+async function heard(app: Harness["app"], how: "here" | "pubsub" | "poll"): Promise<number> {
+  const m = await app.services.metrics.keyRevocations.get();
+  return m.values.find((v) => v.labels.heard === how)?.value ?? 0;
+}
+
 function lookups(app: Harness["app"]): Promise<number> {
   return app.services.metrics.keyLookups.get().then((m) => m.values.reduce((sum, v) => sum + v.value, 0));
 }
@@ -61,9 +67,14 @@ it("rotating an agent key on one instance: the old key is refused on the other w
   const oldOnB = onB(agent.client.token);
   expect(await whoami(oldOnB)).toBe("AGENT"); // cached on B now
 
+  const bHeard = async () => (await heard(b.app, "pubsub")) + (await heard(b.app, "poll"));
+  const [hereBefore, bBefore] = [await heard(h.app, "here"), await bHeard()];
   const { rotateAgentKey } = await co.board.ok(RotateAgentKeyDocument, { agentId: agent.id });
   await refusedWithin(oldOnB, WITHIN_MS);
   expect(await whoami(agent.client)).toBe("UNAUTHENTICATED");
+  // A made it; B heard (first, most likely, from pub/sub; the poll may win the race, both count as one key)
+  expect((await heard(h.app, "here")) - hereBefore).toBe(1);
+  await eventually(async () => ((await bHeard()) - bBefore === 1 ? true : undefined), "B to count the key");
   expect(rotateAgentKey.apiKey).toMatch(/^baton_agent_/);
   expect(await whoami(onB(rotateAgentKey.apiKey))).toBe("AGENT");
   expect(await whoami(new Client(h.url, rotateAgentKey.apiKey))).toBe("AGENT");
@@ -95,10 +106,13 @@ it("with Redis stopped, the other instance still refuses the old key within one 
   await redis.kill();
   try {
     await eventually(() => (!h.bus.healthy() && !b.bus.healthy() ? true : undefined), "both instances to see Redis down");
+    const polledBefore = await heard(b.app, "poll");
     await co.board.ok(RotateAgentKeyDocument, { agentId: agent.id });
     // one poll interval, and the request's own time
     const took = await refusedWithin(oldOnB, POLL_MS + 500);
     expect(took).toBeLessThanOrEqual(POLL_MS + 500);
+    // the poll stopped it, and says so
+    expect((await heard(b.app, "poll")) - polledBefore).toBe(1);
   } finally {
     await redis.restart();
     await eventually(() => (h.bus.healthy() && b.bus.healthy() ? true : undefined), "both instances to reconnect to Redis");
