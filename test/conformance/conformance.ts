@@ -392,7 +392,7 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
   const cmds = [a, b];
   const reals: RealAnswer[] = [ra, rb];
   const shown = (order: Part[]) => order.map((p) => `${p.k === 0 ? "first" : "second"}${p.kind === "whole" ? "" : ` (${p.kind})`}`).join(", ");
-  const candidates = interleavings(parts(a, 0), parts(b, 1)).flatMap((order) => subsets(passable(a, b)).map((skip) => ({ order, skip })));
+  const candidates = interleavings(parts(a, 0), parts(b, 1)).flatMap((order) => subsets(passable(a, b, m.state)).map((skip) => ({ order, skip })));
   for (const { order, skip } of candidates) {
     const names: Names = seq.names.clone();
     let s = m.state;
@@ -471,12 +471,19 @@ const parts = (c: Command, k: 0 | 1): Part[] =>
  * The issues a sweep beside `other` may pass over: its recovery and escalation
  * lock issue rows FOR UPDATE SKIP LOCKED, so a row the other statement holds
  * at that instant is left for the next sweep (sweep.ts). That is the rows the
- * other command names.
+ * other command names, or, for disableAgent, the rows its take-back locks:
+ * the issues its agent's runs hold.
  */
-function passable(a: Command, b: Command): string[] {
-  if (a.verb === "sweep" && b.verb !== "sweep") return namedIssues(b);
-  if (b.verb === "sweep" && a.verb !== "sweep") return namedIssues(a);
+function passable(a: Command, b: Command, s: State): string[] {
+  if (a.verb === "sweep" && b.verb !== "sweep") return lockedBy(b, s);
+  if (b.verb === "sweep" && a.verb !== "sweep") return lockedBy(a, s);
   return [];
+}
+
+function lockedBy(c: Command, s: State): string[] {
+  if (c.verb !== "disableAgent") return namedIssues(c);
+  const runs = new Set(s.runs.filter((r) => r.agentId === c.agentId).map((r) => r.id));
+  return s.issues.filter((i) => i.checkoutRunId !== null && runs.has(i.checkoutRunId)).map((i) => i.id);
 }
 
 const subsets = (xs: string[]): string[][] => xs.reduce<string[][]>((acc, x) => [...acc, ...acc.map((sub) => [...sub, x])], [[]]);
