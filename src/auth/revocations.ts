@@ -92,10 +92,15 @@ export class KeyRevocations {
     };
   }
 
-  /** Empties every key cache (the revocation poll, when it could not read its horizon at start). */
-  forgetAll(): void {
+  /**
+   * Empties every key cache and asks the database about every key something
+   * is watching (the revocation poll, when it could not read its horizon at
+   * start: a key revoked before that horizon would never be reported by a poll).
+   */
+  async forgetAll(): Promise<void> {
     this.generation++;
     for (const forget of this.forgetters) forget(null);
+    await this.heard([...this.watchers.keys()], "poll");
   }
 
   /** Keys the database says are revoked (a committed revocation, or read back from it). */
@@ -127,7 +132,7 @@ export class KeyRevocations {
    * Keys a pub/sub message says were revoked: evicted at once; revoked for
    * everything watching them once the database confirms it.
    */
-  async heard(keyIds: readonly string[]): Promise<void> {
+  async heard(keyIds: readonly string[], how: Heard = "pubsub"): Promise<void> {
     const unknown = keyIds.filter((id) => !this.revoked.has(id));
     if (unknown.length === 0) return;
     this.generation++;
@@ -141,7 +146,7 @@ export class KeyRevocations {
           SELECT coalesce(array_agg(k.id::text), '{}') AS ids FROM api_keys k
            WHERE k.id = ANY(${unknown}::uuid[]) AND k.revoked_at IS NOT NULL`),
       );
-      this.revokedKeys(row.ids, "pubsub");
+      this.revokedKeys(row.ids, how);
     } catch (err) {
       // the poll finds them within an interval
       this.log("warn", "could not confirm revoked keys; the revocation poll will", errorFields(err));
@@ -185,7 +190,7 @@ export class RevocationPoll {
       if (this.horizon === null) {
         const row = await queryOne<{ horizon: string }>(this.db, sql`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon`);
         this.horizon = row.horizon;
-        this.revocations.forgetAll();
+        await this.revocations.forgetAll();
         return;
       }
       // REVOKED_SINCE: keys revoked by a transaction that had not ended at the

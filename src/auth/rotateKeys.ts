@@ -28,7 +28,9 @@ export const REVOKE_KEYS = `revoked_at = now(), revoked_xid = pg_current_xact_id
 /**
  * ROTATE_AGENT_KEY, in one transaction of two statements. Invariant: an
  * agent has at most one key that works, the newest. The agent row is locked
- * first, so concurrent rotations (and disableAgent) of one agent take turns,
+ * first (FOR NO KEY UPDATE: foreign-key checks, such as an issue assigned to
+ * the agent, do not wait for it), so concurrent rotations (and disableAgent)
+ * of one agent take turns,
  * and the second statement's snapshot, taken after the lock, sees the key a
  * rotation just before it added, and revokes it.
  */
@@ -41,7 +43,7 @@ export async function rotateAgentKey(db: Db, scope: Scope, agentId: string): Pro
         WITH a AS (
           SELECT a.disabled_at FROM agents a
            WHERE a.id = ${agentId}::uuid AND (${scope}::uuid IS NULL OR a.company_id = ${scope}::uuid)
-             FOR UPDATE
+             FOR NO KEY UPDATE
         )
         SELECT EXISTS (SELECT 1 FROM a) AS found, EXISTS (SELECT 1 FROM a WHERE disabled_at IS NOT NULL) AS disabled`),
     );
@@ -74,7 +76,7 @@ export async function rotateBoardKey(db: Db, companyId: string): Promise<Rotated
     const company = await queryOneInTransaction<{ found: boolean }>(
       tx,
       named("LOCK_COMPANY", sql`
-        WITH c AS (SELECT c.id FROM companies c WHERE c.id = ${companyId}::uuid FOR UPDATE)
+        WITH c AS (SELECT c.id FROM companies c WHERE c.id = ${companyId}::uuid FOR NO KEY UPDATE)
         SELECT EXISTS (SELECT 1 FROM c) AS found`),
     );
     if (!company.found) throw new NotFoundError(`company ${companyId} not found`);

@@ -5,6 +5,11 @@
 export class ForbiddenError extends Error {
   override name = "ForbiddenError";
 }
+/** startRun for an agent that is disabled (disableAgent): FORBIDDEN; the scheduler skips the agent. */
+export class AgentDisabledError extends ForbiddenError {
+  override name = "AgentDisabledError";
+}
+
 /** Input that is well-typed but not acceptable. Maps to BAD_USER_INPUT; nothing changed. */
 export class InvalidInputError extends Error {
   override name = "InvalidInputError";

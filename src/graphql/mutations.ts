@@ -91,8 +91,10 @@ builder.mutationFields((t) => ({
       "Every key of the agent stops working; its running runs are finished (CANCELLED) and the locks they held freed, attempts charged as for any dead run (events with reason AGENT_DISABLED), all before it returns.",
     args: { agentId: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
     resolve: async (_root, { agentId, reason }, ctx) => {
-      const disabled = await disableAgent(ctx.services.locks, requireKeyManager(ctx), validateId("agentId", agentId), reason);
-      ctx.services.revocations.committed(disabled.revokedKeyIds);
+      // the keys are refused everywhere from the first commit on, before the locks are taken back
+      const disabled = await disableAgent(ctx.services.locks, requireKeyManager(ctx), validateId("agentId", agentId), reason, (keyIds) =>
+        ctx.services.revocations.committed(keyIds),
+      );
       return disabled.agent;
     },
   }),

@@ -10,28 +10,35 @@ import { parseSeq } from "./queries.js";
 import { IssueRef } from "./types/issue.js";
 import { LockEventRef } from "./types/lockEvent.js";
 
-const REVOKED = Symbol("revoked");
-
 /**
  * The stream, ended with UNAUTHENTICATED as soon as the key that opened it is
- * revoked (src/auth/revocations.ts), on whichever instance it is open. Its
- * return() takes effect at once, as the streams' own do.
+ * revoked (src/auth/revocations.ts), on whichever instance it is open. The
+ * revocation ends the source at once (both streams' return() wakes a pending
+ * next(), which then answers done), and next() turns that end into the
+ * error. Nothing is raced per event: a promise that lives as long as the
+ * subscription would hold every event's result until it ends.
  */
-function endWhenRevoked<T>(source: AsyncIterator<T>, revocations: KeyRevocations, keyId: string | null): AsyncIterableIterator<T> {
-  let unwatch = () => {};
-  const revoked = keyId === null ? new Promise<never>(() => {}) : new Promise<typeof REVOKED>((resolve) => (unwatch = revocations.watch(keyId, () => resolve(REVOKED))));
-  const end = () => {
-    unwatch();
+function endWhenRevoked<T>(source: AsyncIterableIterator<T>, revocations: KeyRevocations, keyId: string | null): AsyncIterableIterator<T> {
+  if (keyId === null) return source; // the admin token is not a key: nothing to revoke
+  let revoked = false;
+  const unwatch = revocations.watch(keyId, () => {
+    revoked = true;
     void source.return?.(undefined)?.catch(() => {});
-  };
+  });
   return {
     [Symbol.asyncIterator]() {
       return this;
     },
     async next() {
-      const result = await Promise.race([source.next(), revoked]);
-      if (result === REVOKED) {
-        end();
+      let result: IteratorResult<T>;
+      try {
+        result = revoked ? { done: true, value: undefined } : await source.next();
+      } catch (err) {
+        unwatch();
+        throw revoked ? keyRevoked() : err;
+      }
+      if (revoked) {
+        unwatch();
         throw keyRevoked();
       }
       if (result.done) unwatch();

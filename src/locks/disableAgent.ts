@@ -50,7 +50,14 @@ export const AGENT_DISABLED = "AGENT_DISABLED";
  * again takes them back too. Disabling a disabled agent changes its reason and
  * takes back anything still held.
  */
-export async function disableAgent(deps: LockDeps, scope: Scope, agentId: string, reason: string): Promise<Disabled> {
+export async function disableAgent(
+  deps: LockDeps,
+  scope: Scope,
+  agentId: string,
+  reason: string,
+  /** Told the revoked keys as soon as the first commit is made, before the locks are taken back. */
+  onKeysRevoked: (keyIds: string[]) => void = () => {},
+): Promise<Disabled> {
   const why = validateText("reason", reason.trim(), 1000);
   if (!why) throw new InvalidInputError("reason must not be empty: say why the agent is disabled");
   const disabled = await retryingAborts(() => deps.db.$transaction(async (tx) => {
@@ -60,7 +67,7 @@ export async function disableAgent(deps: LockDeps, scope: Scope, agentId: string
         WITH a AS (
           SELECT a.id FROM agents a
            WHERE a.id = ${agentId}::uuid AND (${scope}::uuid IS NULL OR a.company_id = ${scope}::uuid)
-             FOR UPDATE
+             FOR NO KEY UPDATE
         )
         SELECT EXISTS (SELECT 1 FROM a) AS found`),
     );
@@ -87,6 +94,7 @@ export async function disableAgent(deps: LockDeps, scope: Scope, agentId: string
     );
   }));
   if (!disabled) throw new NotFoundError(`agent ${agentId} not found`);
+  onKeysRevoked(disabled.revoked);
   const recovered = await commitChange<{ events: LockEvent[] }>(
     deps,
     named("RECOVER_LOCKS_OF_DISABLED_RUNS", sql`

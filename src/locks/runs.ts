@@ -8,7 +8,7 @@ import type { LockDeps } from "./deps.js";
 import { CLEAR_LOCKS, reopenOrEscalate } from "./fragments.js";
 import type { AgentActor, RunNotActive, RunResult, RunView } from "./types.js";
 import type { LockEvent, Run, RunStatus } from "../domain/types.js";
-import { ForbiddenError, InvalidInputError } from "../domain/errors.js";
+import { AgentDisabledError, ForbiddenError, InvalidInputError } from "../domain/errors.js";
 import { runNotActive } from "./types.js";
 
 /**
@@ -54,7 +54,7 @@ export async function startRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, acto
       )
       SELECT (SELECT ${runJson("s")} FROM started s) AS run`),
   );
-  if (!row.run) throw new ForbiddenError("this agent is disabled: it may not start runs");
+  if (!row.run) throw new AgentDisabledError("this agent is disabled: it may not start runs");
   return row.run;
 }
 

@@ -11,6 +11,7 @@ import { claimableBy } from "./fragments.js";
 import { finishRun, startRun } from "./runs.js";
 import type { IssueClaimed } from "./types.js";
 import type { Run } from "../domain/types.js";
+import { AgentDisabledError } from "../domain/errors.js";
 
 /** What one tick did: the runs it started, and the claims they made. */
 export interface SchedulerTick {
@@ -32,7 +33,14 @@ export async function tickScheduler(deps: LockDeps, companyId: string): Promise<
   const results = await Promise.allSettled(
     agents.map(async ({ agentId, agentNameKey }) => {
       const actor = { companyId, agentId, agentNameKey };
-      const run = await startRun(deps, actor);
+      let run: Run;
+      try {
+        run = await startRun(deps, actor);
+      } catch (err) {
+        // disabled since AGENTS_WITH_CLAIMABLE_WORK read it: no run for it, the others go on
+        if (err instanceof AgentDisabledError) return null;
+        throw err;
+      }
       started.push(run);
       const claimed = await claimIssue(deps, actor, { runId: run.id });
       if (claimed.__typename === "IssueClaimed") return { run: claimed.run, claim: claimed };
@@ -51,6 +59,6 @@ export async function tickScheduler(deps: LockDeps, companyId: string): Promise<
     );
     throw failure.reason;
   }
-  const ok = results.map((r) => (r as PromiseFulfilledResult<{ run: Run; claim: IssueClaimed | null }>).value);
+  const ok = results.flatMap((r) => (r as PromiseFulfilledResult<{ run: Run; claim: IssueClaimed | null } | null>).value ?? []);
   return { runs: ok.map((r) => r.run), claims: ok.flatMap((r) => (r.claim ? [r.claim] : [])) };
 }

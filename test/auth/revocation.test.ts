@@ -6,6 +6,7 @@
 // their locks in the same transaction; another company's board cannot touch
 // an agent; and keys stay cached (no lookup per request) throughout.
 import { print } from "graphql";
+import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ADMIN_TOKEN, Client, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
@@ -334,4 +335,30 @@ it("disabling an agent while it claims and starts runs on both instances leaves 
   const { n: claimed } = await h.one<{ n: number }>("SELECT count(*)::int AS n FROM lock_events WHERE company_id = $1 AND kind = 'CLAIMED'", [co.id]);
   expect(recovered).toBe(claimed);
   expect(await h.one("SELECT coalesce(sum(attempt_count), 0)::int AS n FROM issues WHERE company_id = $1", [co.id])).toEqual({ n: claimed });
+});
+
+it("a scheduler tick that reads an agent just before it is disabled skips it and serves the others", async () => {
+  const co = await createCompany(h, 2);
+  const [a, b] = co.agents as [Company["agents"][0], Company["agents"][0]];
+  await co.board.ok(Ops.CreateIssuesDocument, { inputs: [{ title: "a's", assigneeAgentId: a.id }, { title: "b's", assigneeAgentId: b.id }] });
+  // disableAgent's first transaction, held open: the tick lists A (its snapshot), then START_RUN waits for A's row
+  const held = new pg.Client({ connectionString: h.database.url });
+  await held.connect();
+  try {
+    await held.query("BEGIN");
+    await held.query("UPDATE agents SET disabled_at = now(), disabled_reason = 'racing the tick' WHERE id = $1", [a.id]);
+    const tick = co.board.request(Ops.RunHeartbeatDocument, {});
+    await eventually(async () => {
+      const { rows } = await held.query("SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid WHERE NOT l.granted AND s.datname = current_database()");
+      return rows[0].n > 0 ? true : undefined;
+    }, "START_RUN to wait for the agent row");
+    await held.query("COMMIT");
+    const res = await tick;
+    expect(res.errors).toBeUndefined();
+    expect(res.data!.runHeartbeat.runs.map((r) => r.agentId)).toEqual([b.id]);
+    expect(res.data!.runHeartbeat.claims).toHaveLength(1);
+    expect(await h.one("SELECT count(*)::int AS n FROM heartbeat_runs WHERE agent_id = $1", [a.id])).toEqual({ n: 0 });
+  } finally {
+    await held.end();
+  }
 });
