@@ -185,5 +185,11 @@ export const claimOrderCtes = (companyId: string, poolWant: Sql) => sql`
       SELECT * FROM own UNION ALL SELECT * FROM own_fill UNION ALL SELECT * FROM picked UNION ALL SELECT * FROM fill
     )`;
 
-/** The order `got`'s issues are handed out in, for ORDER BY (alias: a row of got). */
-export const IN_CLAIM_ORDER = (alias: string) => `${alias}.phase, ${alias}.priority, ${alias}.j, ${alias}.turn_no, ${alias}.created_at, ${alias}.id`;
+/**
+ * The order `got`'s issues are handed out in, for ORDER BY (alias: a row of
+ * got). Priority first, then within a priority the rows taken in turn order
+ * (phase 0: own, then the pool's by j and turn) before the fills (phase 1),
+ * which only step past rows concurrent claimers held: a fill of a higher
+ * priority still comes before an own issue of a lower one.
+ */
+export const IN_CLAIM_ORDER = (alias: string) => `${alias}.priority, ${alias}.phase, ${alias}.j, ${alias}.turn_no, ${alias}.created_at, ${alias}.id`;
