@@ -1,29 +1,18 @@
 // Conformance of the real lock verbs to the executable model (issue 17, parts
 // 3 and 4): test/conformance/conformance.ts. CI runs a fixed seed of 1,000
 // generated sequences; `npm run conformance -- --runs N [--seed S]` runs longer.
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase } from "./helpers/db.js";
-import type { TestDatabase } from "./helpers/db.js";
-import { RealWorld } from "./conformance/adapter.js";
+import { expect, it } from "vitest";
+import { useRealWorld } from "./helpers/realWorld.js";
 import { racePairArb, replay, runConformance } from "./conformance/conformance.js";
 import type { Scenario } from "./conformance/conformance.js";
 import fc from "fast-check";
 
-let database: TestDatabase;
-let world: RealWorld;
-beforeAll(async () => {
-  database = await createTestDatabase();
-  world = await RealWorld.connect(database.url);
-});
-afterAll(async () => {
-  await world?.close();
-  await database?.drop();
-});
+const real = useRealWorld();
 
 let reached: Awaited<ReturnType<typeof runConformance>>["reached"] | null = null;
 
 it("1,000 generated sequences (fixed seed): every answer and the state after every step agree with the model", async () => {
-  const report = await runConformance(world, { runs: 1000, seed: 20261201, maxCommands: 12 });
+  const report = await runConformance(real.world, { runs: 1000, seed: 20261201, maxCommands: 12 });
   reached = report.reached;
   expect(report.replayable, report.replayable ?? "").toBeNull();
   expect(report.result.numRuns).toBe(1000);
@@ -70,9 +59,9 @@ it("reaches the historical bugs' sequences: an adoption while the dead holder is
   expect(shapes.some((s) => s.includes('"disableAgent"'))).toBe(true);
   // and written out, they run through the same adapter, model and database agreeing (B adopts; the batch gets nothing or is released)
   for (let round = 0; round < 5; round++) {
-    const adopted = await replay(world, deadHolderTimedOutConcurrently);
+    const adopted = await replay(real.world, deadHolderTimedOutConcurrently);
     expect(adopted.state.issues.find((i) => i.id === "i1")).toMatchObject({ status: "CLAIMED", checkoutRunId: "r2" });
-    const batch = await replay(world, batchByJustFinishedRun);
+    const batch = await replay(real.world, batchByJustFinishedRun);
     expect(batch.state.issues.every((i) => i.status === "OPEN" && i.checkoutRunId === null)).toBe(true);
   }
 }, 60_000);

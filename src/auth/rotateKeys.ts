@@ -26,28 +26,37 @@ export type Scope = string | null;
 export const REVOKE_KEYS = `revoked_at = now(), revoked_xid = pg_current_xact_id()`;
 
 /**
+ * LOCK_AGENT: the agent row, within the caller's scope, locked FOR NO KEY
+ * UPDATE (foreign-key checks, such as an issue assigned to the agent, do not
+ * wait for it), so that rotations and disableAgent of one agent take turns
+ * and START_RUN (FOR SHARE) waits for them. null: no such agent in the scope.
+ */
+export async function lockAgent(tx: Pick<Db, "$queryRaw">, scope: Scope, agentId: string): Promise<{ disabled: boolean } | null> {
+  const row = await queryOneInTransaction<{ found: boolean; disabled: boolean }>(
+    tx,
+    named("LOCK_AGENT", sql`
+      WITH a AS (
+        SELECT a.disabled_at FROM agents a
+         WHERE a.id = ${agentId}::uuid AND (${scope}::uuid IS NULL OR a.company_id = ${scope}::uuid)
+           FOR NO KEY UPDATE
+      )
+      SELECT EXISTS (SELECT 1 FROM a) AS found, EXISTS (SELECT 1 FROM a WHERE disabled_at IS NOT NULL) AS disabled`),
+  );
+  return row.found ? { disabled: row.disabled } : null;
+}
+
+/**
  * ROTATE_AGENT_KEY, in one transaction of two statements. Invariant: an
  * agent has at most one key that works, the newest. The agent row is locked
- * first (FOR NO KEY UPDATE: foreign-key checks, such as an issue assigned to
- * the agent, do not wait for it), so concurrent rotations (and disableAgent)
- * of one agent take turns,
- * and the second statement's snapshot, taken after the lock, sees the key a
- * rotation just before it added, and revokes it.
+ * first (lockAgent), so concurrent rotations (and disableAgent) of one agent
+ * take turns, and the second statement's snapshot, taken after the lock, sees
+ * the key a rotation just before it added, and revokes it.
  */
 export async function rotateAgentKey(db: Db, scope: Scope, agentId: string): Promise<Rotated> {
   const { key, hash } = generateKey("agent");
   return retryingAborts(() => db.$transaction(async (tx) => {
-    const agent = await queryOneInTransaction<{ found: boolean; disabled: boolean }>(
-      tx,
-      named("LOCK_AGENT", sql`
-        WITH a AS (
-          SELECT a.disabled_at FROM agents a
-           WHERE a.id = ${agentId}::uuid AND (${scope}::uuid IS NULL OR a.company_id = ${scope}::uuid)
-             FOR NO KEY UPDATE
-        )
-        SELECT EXISTS (SELECT 1 FROM a) AS found, EXISTS (SELECT 1 FROM a WHERE disabled_at IS NOT NULL) AS disabled`),
-    );
-    if (!agent.found) throw new NotFoundError(`agent ${agentId} not found`);
+    const agent = await lockAgent(tx, scope, agentId);
+    if (!agent) throw new NotFoundError(`agent ${agentId} not found`);
     if (agent.disabled) throw new InvalidInputError(`agent ${agentId} is disabled: enable it (enableAgent) before giving it a key`);
     const row = await queryOneInTransaction<{ revoked: string[] }>(
       tx,

@@ -8,7 +8,7 @@
 import { agentJson, appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent } from "../db/sql.js";
 import { InvalidInputError, NotFoundError } from "../domain/errors.js";
 import type { Agent, LockEvent } from "../domain/types.js";
-import { REVOKE_KEYS } from "../auth/rotateKeys.js";
+import { REVOKE_KEYS, lockAgent } from "../auth/rotateKeys.js";
 import type { Scope } from "../auth/rotateKeys.js";
 import { validateText } from "../domain/validate.js";
 import { commitChange } from "./commit.js";
@@ -61,17 +61,7 @@ export async function disableAgent(
   const why = validateText("reason", reason.trim(), 1000);
   if (!why) throw new InvalidInputError("reason must not be empty: say why the agent is disabled");
   const disabled = await retryingAborts(() => deps.db.$transaction(async (tx) => {
-    const locked = await queryOneInTransaction<{ found: boolean }>(
-      tx,
-      named("LOCK_AGENT", sql`
-        WITH a AS (
-          SELECT a.id FROM agents a
-           WHERE a.id = ${agentId}::uuid AND (${scope}::uuid IS NULL OR a.company_id = ${scope}::uuid)
-             FOR NO KEY UPDATE
-        )
-        SELECT EXISTS (SELECT 1 FROM a) AS found`),
-    );
-    if (!locked.found) return null;
+    if (!(await lockAgent(tx, scope, agentId))) return null;
     return queryOneInTransaction<{ agent: Agent; revoked: string[] }>(
       tx,
       named("DISABLE_AGENT", sql`

@@ -5,24 +5,13 @@
 // steps past locked rows used to come after every own issue, whatever their
 // priorities; the conformance run found it, seed 1203.) Real verbs, real
 // PostgreSQL; an open transaction holds the locked row.
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase } from "../helpers/db.js";
-import type { TestDatabase } from "../helpers/db.js";
-import { RealWorld } from "../conformance/adapter.js";
+import { expect, it } from "vitest";
+import { useRealWorld } from "../helpers/realWorld.js";
 
-let database: TestDatabase;
-let world: RealWorld;
-beforeAll(async () => {
-  database = await createTestDatabase();
-  world = await RealWorld.connect(database.url);
-});
-afterAll(async () => {
-  await world?.close();
-  await database?.drop();
-});
+const real = useRealWorld();
 
 it("a claim whose next pool issue is locked takes the next pool issue of that priority before its own lower one", async () => {
-  const seq = await world.setup({
+  const seq = await real.world.setup({
     agents: ["A"],
     issues: [
       { id: "i1", assigneeAgentId: null, priority: "MEDIUM" },
@@ -32,9 +21,9 @@ it("a claim whose next pool issue is locked takes the next pool issue of that pr
   });
   const started = (await seq.exec({ verb: "startRun", agentId: "A" })) as unknown as { run: { id: string } };
   seq.names.bind("r1", started.run.id);
-  await world.admin.query("BEGIN");
+  await real.world.admin.query("BEGIN");
   try {
-    await world.admin.query("SELECT 1 FROM issues WHERE id = $1 FOR UPDATE", [seq.names.real("i1")]);
+    await real.world.admin.query("SELECT 1 FROM issues WHERE id = $1 FOR UPDATE", [seq.names.real("i1")]);
     const claimed = (await seq.exec({ verb: "claimIssue", agentId: "A", runId: "r1", includeUnassigned: true })) as { __typename: string; issue?: { id: string } };
     expect(claimed.__typename).toBe("IssueClaimed");
     expect(seq.names.model(claimed.issue!.id)).toBe("i2");
@@ -44,6 +33,6 @@ it("a claim whose next pool issue is locked takes the next pool issue of that pr
     const batch = (await seq.exec({ verb: "claimIssues", agentId: "A", runId: "r2", limit: 2, includeUnassigned: true })) as unknown as { issues: { id: string }[] };
     expect(batch.issues.map((i) => seq.names.model(i.id))).toEqual(["i3"]);
   } finally {
-    await world.admin.query("ROLLBACK");
+    await real.world.admin.query("ROLLBACK");
   }
 });

@@ -9,29 +9,18 @@
 // waits in the keys' trigger for the key row; the second statement starts,
 // takes its snapshot (the issue before the first's change) and waits for
 // the issue row; then the gate opens. Real verbs, real PostgreSQL.
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase } from "../helpers/db.js";
-import type { TestDatabase } from "../helpers/db.js";
-import { RealWorld } from "../conformance/adapter.js";
+import { expect, it } from "vitest";
+import { useRealWorld } from "../helpers/realWorld.js";
 import type { Sequence } from "../conformance/adapter.js";
 import type { Command, InitialStateInput } from "../../src/model/index.js";
 
-let database: TestDatabase;
-let world: RealWorld;
-beforeAll(async () => {
-  database = await createTestDatabase();
-  world = await RealWorld.connect(database.url);
-});
-afterAll(async () => {
-  await world?.close();
-  await database?.drop();
-});
+const real = useRealWorld();
 
 const KEY = "deploy";
 
 /** A company as `initial` says, with one RUNNING run of agent A bound as r1. */
 async function arrange(initial: InitialStateInput): Promise<Sequence> {
-  const seq = await world.setup(initial);
+  const seq = await real.world.setup(initial);
   const started = (await seq.exec({ verb: "startRun", agentId: "A" })) as unknown as { run: { id: string } };
   seq.names.bind("r1", started.run.id);
   return seq;
@@ -41,8 +30,8 @@ async function arrange(initial: InitialStateInput): Promise<Sequence> {
 async function untilWaiting(n: number): Promise<void> {
   const until = Date.now() + 5000;
   while (Date.now() < until) {
-    await world.admin.query("SELECT pg_stat_clear_snapshot()");
-    const { rows } = await world.admin.query<{ n: number }>(
+    await real.world.admin.query("SELECT pg_stat_clear_snapshot()");
+    const { rows } = await real.world.admin.query<{ n: number }>(
       "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name LIKE 'baton-conformance-_'",
     );
     if (rows[0]!.n >= n) return;
@@ -53,7 +42,7 @@ async function untilWaiting(n: number): Promise<void> {
 
 /** `first` changes the issue and holds it uncommitted (waiting for the key row the gate holds) while `second` starts and waits for it; both answers. */
 async function staggered(seq: Sequence, first: Command, second: Command): Promise<[any, any]> {
-  const admin = world.admin;
+  const admin = real.world.admin;
   await admin.query("BEGIN");
   let a: Promise<any>;
   let b: Promise<any>;
@@ -70,7 +59,7 @@ async function staggered(seq: Sequence, first: Command, second: Command): Promis
 }
 
 async function issueRow(seq: Sequence, id: string) {
-  const { rows } = await world.admin.query(
+  const { rows } = await real.world.admin.query(
     "SELECT status, checkout_run_id, execution_run_id, attempt_count, lock_epoch, assignee_agent_id FROM issues WHERE id = $1",
     [seq.names.real(id)],
   );
@@ -113,7 +102,7 @@ it("a claim by id waiting on the release of the issue that filled its key counts
   expect(released.__typename).toBe("IssueReleased");
   // serially: released, then claimed again (never ConcurrencyLimitReached: the only active issue of the key was this one)
   expect(claimed).toMatchObject({ __typename: "IssueClaimed", alreadyHeld: false, issue: { status: "CLAIMED", lockEpoch: 2 } });
-  const { rows } = await world.admin.query("SELECT active FROM concurrency_keys WHERE company_id = $1 AND key = $2", [seq.companyId, KEY]);
+  const { rows } = await real.world.admin.query("SELECT active FROM concurrency_keys WHERE company_id = $1 AND key = $2", [seq.companyId, KEY]);
   expect(rows[0].active).toBe(1);
 });
 
@@ -124,7 +113,7 @@ it("a heartbeat of an expired run waiting for another statement to end that run 
   const seq = await arrange({ agents: ["A"], issues: [{ id: "i1", assigneeAgentId: "A" }], leaseLength: 1 });
   expect((await seq.exec({ verb: "claimIssue", agentId: "A", runId: "r1", issueId: "i1" })).__typename).toBe("IssueClaimed");
   await seq.exec({ verb: "tick", by: 2 });
-  const admin = world.admin;
+  const admin = real.world.admin;
   await admin.query("BEGIN");
   let beat: Promise<any>;
   try {
