@@ -87,14 +87,15 @@ export interface Harness {
   one<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<T>;
   /** Another API instance on the same database (its own pool and bus). */
   startInstance(options?: { redisUrl?: string }): Promise<{ url: string; app: App; bus: EventBus; stop(): Promise<void> }>;
-  logged: { level: string; msg: string }[];
+  /** Every line the instances logged, with its fields (what a test may check never reaches a log). */
+  logged: { level: string; msg: string; fields?: Record<string, unknown> }[];
   close(): Promise<void>;
 }
 
 export async function startHarness(options: { leaseSeconds?: number; redisUrl?: string; ledgerPollMs?: number } = {}): Promise<Harness> {
   const database = await createTestDatabase();
   const logged: Harness["logged"] = [];
-  const log: Logger = (level, msg) => void logged.push({ level, msg });
+  const log: Logger = (level, msg, fields) => void logged.push({ level, msg, fields });
   const instances: { stop(): Promise<void> }[] = [];
   const pool = new pg.Pool({ connectionString: database.url, max: 4 });
   // close() drops the database WITH (FORCE): a connection still closing then gets
