@@ -19,7 +19,7 @@ const SPARE_KEYS = 8;
 
 /**
  * The keys of the company that a claim can take from, in turn order: named
- * keys with claimable work and room (concurrency_keys_turn_idx, read in index
+ * keys with claimable unassigned work and room (concurrency_keys_turn_idx, read in index
  * order), and the unkeyed pool as one more key. `room` is how many more of its
  * issues may become active (NULL: no limit).
  */
@@ -72,9 +72,15 @@ const keysInTurn = (companyId: string, limit: Sql) => sql`
  *    agent held what `own_ahead` looked at takes the rest in plain order from
  *    keys without a limit.
  *  - `fill`: when concurrent claimers held so many of `ahead`'s rows that
- *    the pool is still short, the rest comes in plain claim order from keys
- *    without a limit: never a false "no issue" while such work waits, and
- *    never past a limit.
+ *    the pool is still short, every key with pool work and room, in turn
+ *    order, gives its next unlocked issues, none past its room: never a
+ *    false "no issue" while any key with room has unlocked pool work,
+ *    however many keys come before it.
+ *
+ * Turns are the pool's: a key's top_priority is its best claimable
+ * *unassigned* priority (migration 20261205000000_pool_turns), so a key
+ * whose only work is assigned to other agents is not in the turn order and
+ * cannot hide keys with pool work behind it.
  */
 export const claimOrderCtes = (companyId: string, poolWant: Sql) => sql`
     pool AS (
@@ -166,18 +172,25 @@ export const claimOrderCtes = (companyId: string, poolWant: Sql) => sql`
       WHERE l.want > (SELECT count(*) FROM own o WHERE o.assignee_agent_id = l.agent_id)
     ),
     fill AS (
+      -- when concurrent claimers held so many of ahead's rows that the pool is
+      -- still short: every key with pool work and room, in turn order (not
+      -- only the first ones \`turn\` looked at), each giving its next unlocked
+      -- issues, never more than its room: never a false "no issue" while any
+      -- key with room has unlocked pool work
       SELECT f.* FROM pool CROSS JOIN LATERAL (
-        SELECT i.id, i.assignee_agent_id, i.concurrency_key AS key, NULL::int AS room, 1 AS phase, i.priority,
-               0::bigint AS j, 0::bigint AS turn_no, i.created_at
-          FROM issues i
-         WHERE i.company_id = ${companyId}::uuid AND ${claimableUnassigned("i")}
-           AND i.id NOT IN (SELECT p.id FROM picked p)
-           -- (an OR, not a bare NOT EXISTS: an anti-join would read every open issue before the first)
-           AND (i.concurrency_key = '' OR NOT EXISTS (SELECT 1 FROM concurrency_keys k
-                            WHERE k.company_id = i.company_id AND k.key = i.concurrency_key AND k.max_active IS NOT NULL))
-         ORDER BY i.priority, i.created_at, i.id
+        SELECT x.* FROM (SELECT * FROM (${keysInTurn(companyId, sql`NULL`)}) t ORDER BY t.turn_no) k
+         CROSS JOIN LATERAL (
+           SELECT i.id, i.assignee_agent_id, i.concurrency_key AS key, k.room, 1 AS phase, i.priority,
+                  0::bigint AS j, k.turn_no, i.created_at
+             FROM issues i
+            WHERE i.company_id = ${companyId}::uuid AND i.concurrency_key = k.key AND ${claimableUnassigned("i")}
+              AND i.id NOT IN (SELECT p.id FROM picked p)
+            ORDER BY i.priority, i.created_at, i.id
+            LIMIT CASE WHEN k.room IS NULL THEN pool.want
+                       ELSE greatest(0, k.room - (SELECT count(*) FROM picked p WHERE p.key = k.key)::int) END
+              FOR UPDATE OF i SKIP LOCKED
+         ) x
          LIMIT pool.want - (SELECT count(*) FROM picked)::int
-           FOR UPDATE OF i SKIP LOCKED
       ) f
       WHERE pool.want > (SELECT count(*) FROM picked)
     ),

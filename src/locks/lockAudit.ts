@@ -37,7 +37,7 @@ export async function lockAudit(db: Db, companyId: string): Promise<LockAudit> {
                   ELSE i.checkout_run_id IS NULL AND i.execution_run_id IS NULL END) AS "halfReleasedLocks",
         (SELECT count(*)::int FROM issues i
           WHERE i.company_id = ${companyId}::uuid AND i.status = 'OPEN' AND i.attempt_count >= i.max_attempts) AS "unescalatedExhausted",
-        -- the keys' trigger keeps active and top_priority; here they are counted from the issues
+        -- the keys' trigger keeps active and top_priority (the best unassigned claimable priority); here they are counted from the issues
         (SELECT count(*)::int FROM concurrency_keys k
           WHERE k.company_id = ${companyId}::uuid AND k.key <> ''
             -- (concurrency_key <> '' repeated, so that issues_key_active_idx serves the count)
@@ -46,7 +46,8 @@ export async function lockAudit(db: Db, companyId: string): Promise<LockAudit> {
                                  AND i.status IN ('CLAIMED', 'IN_PROGRESS'))
               OR k.top_priority IS DISTINCT FROM (SELECT min(i.priority) FROM issues i
                                WHERE i.company_id = k.company_id AND i.concurrency_key = k.key
-                                 AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts))) AS "miscountedKeys",
+                                 AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
+                                 AND i.assignee_agent_id IS NULL))) AS "miscountedKeys",
         (SELECT coalesce(json_agg(json_build_object('attemptCount', h.attempt_count, 'issues', h.n) ORDER BY h.attempt_count), '[]'::json)
            FROM (SELECT attempt_count, count(*)::int AS n FROM issues WHERE company_id = ${companyId}::uuid GROUP BY attempt_count) h
         ) AS "attemptHistogram"`,
