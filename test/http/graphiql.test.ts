@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
 
-/** Where .ci/run (apt-get install chromium) puts the browser; nothing is downloaded at run time. */
+/** Where Debian's chromium is (scripts/test-prerequisites.sh installs it); nothing is downloaded at run time. */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
 let h: Harness;
@@ -19,7 +19,7 @@ let page: Page;
 const external: string[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install chromium (.ci/run does), or set CHROMIUM_PATH`);
+  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: bash scripts/test-prerequisites.sh installs it (npm test runs it first), or set CHROMIUM_PATH`);
   h = await startHarness();
   co = await createCompany(h, 1);
   browser = await chromium.launch({
