@@ -52,8 +52,13 @@ function optionalString(env: NodeJS.ProcessEnv, name: string): string | undefine
   return raw ? raw : undefined;
 }
 
-/** Placeholders that documentation and compose files tend to carry: never a real secret. */
-const PLACEHOLDER_TOKEN = /change-?me|placeholder|^(.)\1+$/i;
+/**
+ * Placeholders that documentation and compose files tend to carry, or their
+ * shape filled in by hand: never a real secret. An ellipsis, a template in
+ * angle brackets, or one character eight times in a row (a random hex token
+ * of 48 has that by chance about once in 7 million).
+ */
+const PLACEHOLDER_TOKEN = /change-?me|placeholder|your[-_ ]?(admin[-_ ]?)?token|\.\.\.|…|^<.*>$|(.)\2{7}/i;
 
 function corsOrigins(env: NodeJS.ProcessEnv): string[] {
   const raw = optionalString(env, "BATON_CORS_ORIGINS");

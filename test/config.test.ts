@@ -1,5 +1,6 @@
 // The environment is read once, at start: a bad value stops the process with
 // a message naming the variable, never a default silently used instead.
+import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.js";
@@ -56,6 +57,14 @@ it("reads what is set, and treats blank as unset", () => {
   expect(Object.isFrozen(config)).toBe(true);
 });
 
+it("accepts random admin tokens (openssl rand -hex 24, and the server's own shape)", () => {
+  for (let i = 0; i < 200; i++) {
+    for (const token of [randomBytes(24).toString("hex"), `baton_admin_${randomBytes(24).toString("base64url")}`]) {
+      expect(loadConfig({ BATON_ADMIN_TOKEN: token }).adminToken).toBe(token);
+    }
+  }
+});
+
 it.each([
   [{ PORT: "80a" }, /PORT must be a whole number/],
   [{ PORT: "70000" }, /PORT must be between 0 and 65535/],
@@ -66,6 +75,9 @@ it.each([
   [{ BATON_ADMIN_TOKEN: "short" }, /BATON_ADMIN_TOKEN must be at least 16 characters/],
   [{ BATON_ADMIN_TOKEN: "change-me-baton-admin-token" }, /BATON_ADMIN_TOKEN looks like a placeholder/],
   [{ BATON_ADMIN_TOKEN: "aaaaaaaaaaaaaaaaaaaa" }, /BATON_ADMIN_TOKEN looks like a placeholder/],
+  [{ BATON_ADMIN_TOKEN: "baton_admin_...xxxxxxxxxxx" }, /BATON_ADMIN_TOKEN looks like a placeholder/], // the README's shape, filled in
+  [{ BATON_ADMIN_TOKEN: "baton_admin_…" + "0".repeat(12) }, /BATON_ADMIN_TOKEN looks like a placeholder/],
+  [{ BATON_ADMIN_TOKEN: "<your-admin-token-here>" }, /BATON_ADMIN_TOKEN looks like a placeholder/],
   [{ BATON_MAX_BODY_BYTES: "10" }, /BATON_MAX_BODY_BYTES must be between 1024/],
   [{ BATON_MAX_SUBSCRIPTIONS_PER_SOCKET: "many" }, /BATON_MAX_SUBSCRIPTIONS_PER_SOCKET must be a whole number/],
   [{ BATON_CORS_ORIGINS: "*" }, /BATON_CORS_ORIGINS must list origins/],
