@@ -1,6 +1,6 @@
 // The two small pieces of a lockChanged stream (src/events/stream.ts), on
 // their own: what it remembers of announcements, and how it waits.
-import { expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { Announcements, Doorbell } from "../../src/events/stream.js";
 
 const page = (ceiling: bigint, startedAt: number, horizon = 0n) => ({ events: [], horizon, ceiling, startedAt });
@@ -43,13 +43,49 @@ it("remembers a bounded number of announcements, and says when it could not", ()
   expect(refused).toBe(2000 - 1024);
 });
 
-it("a doorbell wait ends at a ring or at its timeout, whichever comes first", async () => {
-  const bell = new Doorbell();
-  const rung = bell.wait();
-  bell.wake();
-  await rung;
-  await bell.wait(5); // no ring: the timeout ends it
-  const late = bell.wait(60_000);
-  bell.wake(); // a ring ends a long wait at once, and clears its timer
-  await late;
+/** Whether `p` has settled, once the microtasks already queued have run. */
+function watch(p: Promise<void>): () => Promise<boolean> {
+  let done = false;
+  void p.then(() => (done = true));
+  return async () => {
+    await vi.advanceTimersByTimeAsync(0);
+    return done;
+  };
+}
+
+describe("a doorbell wait ends at a ring or at its timeout, whichever comes first", () => {
+  beforeEach(() => void vi.useFakeTimers());
+  afterEach(() => void vi.useRealTimers());
+
+  it("a wait with a timeout and no ring ends at the timeout, not before", async () => {
+    const bell = new Doorbell();
+    const ended = watch(bell.wait(1000));
+    await vi.advanceTimersByTimeAsync(999);
+    expect(await ended()).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await ended()).toBe(true);
+  });
+
+  it("a ring ends a wait at once, and its timeout then wakes no later wait", async () => {
+    const bell = new Doorbell();
+    const first = watch(bell.wait(60_000));
+    bell.wake();
+    expect(await first()).toBe(true);
+    expect(vi.getTimerCount()).toBe(0); // the rung wait's timer is gone
+    // A later wait (the stream's next "nothing to read") ends only at its own ring.
+    const next = watch(bell.wait());
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(await next()).toBe(false);
+    bell.wake();
+    expect(await next()).toBe(true);
+  });
+
+  it("a wait without a timeout ends only at a ring", async () => {
+    const bell = new Doorbell();
+    const ended = watch(bell.wait());
+    await vi.advanceTimersByTimeAsync(24 * 3600_000);
+    expect(await ended()).toBe(false);
+    bell.wake();
+    expect(await ended()).toBe(true);
+  });
 });
