@@ -135,7 +135,7 @@ export class Metrics {
         ["baton_ledger_oldest_event_seconds", "Age of the oldest event still in the ledger (0 when empty).", (f) => f.oldestEventSeconds],
         [
           "baton_ledger_partitions_ahead_days",
-          "Days until the newest ledger partition ends (normally 7 to 8). Appends, and so claims, fail when it reaches 0: alert below 2.",
+          "Days from now until the first instant no ledger partition holds (normally 7 to 8), counting only partitions that follow one another without a gap: a partition beyond a missing day does not count. Appends, and so claims, fail when it reaches 0: alert below 2.",
           (f) => f.ledgerDaysAhead,
         ],
       ];

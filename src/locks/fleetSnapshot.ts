@@ -20,7 +20,7 @@ export interface FleetSnapshot {
   ledgerRows: number;
   /** Seconds since the oldest event still in the ledger; 0 when it is empty. */
   oldestEventSeconds: number;
-  /** Days from now to the end of the newest ledger partition: appends fail once it reaches 0 (docs/operations.md, Retention). */
+  /** Days from now to the first instant no ledger partition holds (baton_ledger_covered_until()): appends fail once it reaches 0 (docs/operations.md, Retention). */
   ledgerDaysAhead: number;
   /** How long issues stayed in the statuses they left, found by this and earlier reads and not yet taken (take() gives each out once). */
   statusTimes: StatusTimes;
@@ -63,7 +63,8 @@ const FLEET_SNAPSHOT = sql`
       WHERE i.inhparent = 'lock_events'::regclass) AS "ledgerRows",
     coalesce((SELECT extract(epoch FROM now() - min(e.at))::float8 FROM companies c
                CROSS JOIN LATERAL (SELECT l.at FROM lock_events l WHERE l.company_id = c.id ORDER BY l.seq LIMIT 1) e), 0) AS "oldestEventSeconds",
-    coalesce((SELECT extract(epoch FROM max(p.to_at) - now()) / 86400 FROM lock_event_partitions p WHERE NOT p.detach_pending), 0)::float8 AS "ledgerDaysAhead"`;
+    -- contiguous from now: a partition beyond a missing day does not count
+    (extract(epoch FROM baton_ledger_covered_until() - now()) / 86400)::float8 AS "ledgerDaysAhead"`;
 
 /** Reads FLEET_SNAPSHOT at most once every SNAPSHOT_MAX_AGE_MS, however often it is asked; concurrent askers share one read. */
 export class FleetSnapshots {

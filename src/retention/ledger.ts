@@ -3,9 +3,10 @@
 // by dropping whole partitions: no DELETE, no bloat, and appends never wait.
 //
 // Two promises are kept:
-// - An append always finds a partition: partitions exist a week ahead, made
-//   by every process that opens the database (migrate) and topped up by every
-//   retention pass and, hourly, by every API instance.
+// - An append always finds a partition: every day from today to a week ahead
+//   has one (gaps filled, whatever exists beyond), made by every process that
+//   opens the database (migrate) and topped up by every retention pass and,
+//   hourly, by every API instance.
 // - A reader is never silently skipped forward: before a partition goes, each
 //   company's newest seq in it is recorded in lock_events_pruned, and a read
 //   resuming below that seq is refused with EVENTS_PRUNED (src/events/ledger.ts).
@@ -25,11 +26,12 @@ export const PARTITION_DAYS_AHEAD = 7;
 type Sql = Pick<pg.ClientBase, "query">;
 
 /**
- * ENSURE_LEDGER_PARTITIONS: partitions from the end of the newest one up to
- * PARTITION_DAYS_AHEAD days after today; returns the names it made. Each is
- * created apart and attached (SHARE UPDATE EXCLUSIVE on lock_events: appends
- * and reads go on). A database migrated before retention existed has no such
- * function: nothing to do.
+ * ENSURE_LEDGER_PARTITIONS: every day from today to PARTITION_DAYS_AHEAD days
+ * after it held by a partition, whatever exists beyond or between (each gap
+ * filled, partitions that exist left as they are); returns the names it
+ * made. Each is created apart and attached (SHARE UPDATE EXCLUSIVE on
+ * lock_events: appends and reads go on). A database migrated before
+ * retention existed has no such function: nothing to do.
  */
 export async function ensureLedgerPartitions(db: Sql): Promise<string[]> {
   const { rows: found } = await db.query<{ ok: boolean }>(`SELECT to_regprocedure('baton_ensure_ledger_partitions(int)') IS NOT NULL AS ok`);
