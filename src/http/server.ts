@@ -49,11 +49,13 @@ export function httpServer(deps: HttpServerDeps): HttpServer {
       // A client must send its headers within 10 s and its whole request within 30 s (responses, SSE included, are not limited).
       server.headersTimeout = 10_000;
       server.requestTimeout = 30_000;
-      sockets = serveWebSockets(server, deps.websockets);
+      // Listening comes first: a WebSocket server attached before would also be handed a failure to listen
+      // (graphql-ws prints it with its stack), where the one line below says what to do.
       await new Promise<void>((resolve, reject) => {
-        server!.once("error", reject);
+        server!.once("error", (err: NodeJS.ErrnoException) => reject(err.code === "EADDRINUSE" ? new Error(`port ${port} on ${host} is in use by another program: stop it, or set PORT to a free port (PORT=0 picks one)`) : err));
         server!.listen(port, host, () => resolve());
       });
+      sockets = serveWebSockets(server, deps.websockets);
       const bound = (server.address() as AddressInfo).port;
       return { url: `http://${host}:${bound}/graphql`, port: bound };
     },

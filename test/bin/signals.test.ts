@@ -1,9 +1,12 @@
 // What a user starts stops cleanly with one signal: Ctrl-C in a terminal on
 // `npm start` (SIGINT to the whole process group, which npm also forwards),
 // SIGTERM from a process manager to npm itself, and the plain-node entrypoint
-// that `npm run build` makes for process managers and the Docker image.
+// that `npm run build` makes for process managers and the Docker image. And
+// what cannot start says why in one line.
 import { execFileSync, spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
@@ -125,5 +128,30 @@ describe("stopping", () => {
     expect(await server.exited).toBe(1);
     expect(server.output()).toContain("second signal: exiting now");
     socket.terminate();
+  });
+});
+
+describe("starting", () => {
+  it("a port already in use: one line that says so and names PORT, exit 1, no stack", async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    try {
+      const taken = (holder.address() as AddressInfo).port;
+      const child = spawn(process.execPath, ["dist/bin/server.js"], {
+        cwd: ROOT,
+        env: { ...process.env, DATABASE_URL: database.url, PORT: String(taken), REDIS_URL: "", BATON_ADMIN_TOKEN: "processes-admin-token-0123" },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      started.push(child);
+      let stderr = "";
+      child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+      const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+      // The log's JSON lines aside, what a person reads.
+      const lines = stderr.trim().split("\n").filter((line) => !line.startsWith("{"));
+      expect(lines).toEqual([`baton: could not start: port ${taken} on 127.0.0.1 is in use by another program: stop it, or set PORT to a free port (PORT=0 picks one)`]);
+      expect(code).toBe(1);
+    } finally {
+      holder.close();
+    }
   });
 });
