@@ -190,18 +190,72 @@ function isRetryable(err: unknown): boolean {
 }
 
 /**
- * Runs `attempt` again when PostgreSQL aborted it as a deadlock victim (or a
- * serialization failure): an aborted statement or transaction changed nothing.
- * The lock statements are built so that they cannot deadlock in normal
- * operation, but two agents racing on a run at the instant its lease expires
- * can (each waits on the other's row lock).
+ * How long a statement PostgreSQL aborted as a conflict may be tried again:
+ * at most `tries` in all, the whole within `totalMs`. Between tries it waits
+ * a random time up to `baseMs` × 2^(tries so far − 1), capped at `capMs`
+ * ("full jitter"): the writers that lost a race spread out instead of meeting
+ * again at once.
+ */
+export interface RetryBudget {
+  readonly tries: number;
+  readonly baseMs: number;
+  readonly capMs: number;
+  readonly totalMs: number;
+}
+
+/** Enough that 64 claimers cycling through one key's last slots all get answers (test/db/serializationRetries.test.ts). */
+export const DEFAULT_RETRY_BUDGET: RetryBudget = Object.freeze({ tries: 20, baseMs: 2, capMs: 100, totalMs: 5_000 });
+
+let retryBudget: RetryBudget = DEFAULT_RETRY_BUDGET;
+
+/** Sets the budget every retryingAborts uses from now on (tests, and embedders with their own deadline); returns a function that restores the one before. */
+export function setRetryBudget(budget: RetryBudget): () => void {
+  if (!(Number.isInteger(budget.tries) && budget.tries >= 1) || !(budget.baseMs >= 0 && budget.capMs >= 0 && budget.totalMs >= 0)) {
+    throw new Error(`a retry budget is a whole number of tries of at least 1 and non-negative times, not ${JSON.stringify(budget)}`);
+  }
+  const before = retryBudget;
+  retryBudget = Object.freeze({ ...budget });
+  return () => {
+    retryBudget = before;
+  };
+}
+
+/**
+ * A statement (or transaction) that PostgreSQL aborted as a conflict every
+ * time it was tried within the retry budget. Each abort changed nothing, so
+ * neither did this; `cause` is the last abort. The API answers it
+ * CONFLICT_RETRY with outcome NOT_APPLIED (src/graphql/errors.ts).
+ */
+export class RetriesExhaustedError extends Error {
+  override name = "RetriesExhaustedError";
+  constructor(
+    readonly tries: number,
+    readonly elapsedMs: number,
+    cause: unknown,
+  ) {
+    super(`aborted as a conflict ${tries} times in ${Math.round(elapsedMs)} ms; nothing was changed`, { cause });
+  }
+}
+
+/**
+ * Runs `attempt` again when PostgreSQL aborted it as a deadlock victim or a
+ * serialization failure (the keys' trigger at a key's last slot, the ledger
+ * stamp behind a younger writer): an aborted statement or transaction changed
+ * nothing. Within the retry budget, with jittered waits; past it, throws
+ * RetriesExhaustedError. Any other error is thrown as it is.
  */
 export async function retryingAborts<T>(attempt: () => Promise<T>): Promise<T> {
+  const budget = retryBudget;
+  const started = performance.now();
   for (let n = 1; ; n++) {
     try {
       return await attempt();
     } catch (err) {
-      if (n >= 3 || !isRetryable(err)) throw err;
+      if (!isRetryable(err)) throw err;
+      const wait = Math.random() * Math.min(budget.capMs, budget.baseMs * 2 ** (n - 1));
+      const elapsed = performance.now() - started;
+      if (n >= budget.tries || elapsed + wait > budget.totalMs) throw new RetriesExhaustedError(n, elapsed, err);
+      await new Promise((resolve) => setTimeout(resolve, wait));
     }
   }
 }

@@ -12,7 +12,7 @@ import { LimitExceededError } from "../limits.js";
 import { EventsPrunedError, ForbiddenError, InvalidInputError, NotFoundError } from "../domain/errors.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
-import { unavailability } from "../db/sql.js";
+import { RetriesExhaustedError, unavailability } from "../db/sql.js";
 import type { Metrics } from "../metrics.js";
 
 /** The code of a GraphQLError graphql-js raised without one, from what it says. */
@@ -88,6 +88,14 @@ export function maskError(log: Logger, metrics: Metrics) {
     // yoga parses a GET's `variables` and `extensions` query parameters as JSON, and lets the SyntaxError through.
     if (original instanceof SyntaxError) {
       return clientError("the variables and extensions parameters must be JSON", { code: "BAD_REQUEST", http: { status: 400 } });
+    }
+    if (original instanceof RetriesExhaustedError) {
+      // Concurrent writers won every try (a key's last slot, one issue's ledger order): the client's to retry, not a bug.
+      log("warn", "conflict retries exhausted", { tries: original.tries, elapsedMs: Math.round(original.elapsedMs), path: located?.path?.join(".") });
+      return clientError("concurrent changes to the same rows won every try; nothing was changed: retry (docs/access.md, Retrying)", {
+        code: "CONFLICT_RETRY",
+        outcome: "NOT_APPLIED",
+      });
     }
     const away = unavailability(original);
     if (away) {
