@@ -2,6 +2,7 @@
 // without hand-written GraphQL plumbing. This is its core: typed requests and
 // the live ledger as an async iterator that resumes after its last seq.
 import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
+import { setTimeout as delay } from "node:timers/promises";
 import { print } from "graphql";
 import type { DocumentNode } from "graphql";
 import { createClient } from "graphql-ws";
@@ -121,6 +122,14 @@ class TimedWebSocket extends WebSocket {
   }
 }
 
+/**
+ * CONFLICT_RETRY (docs/access.md, Retrying): the request changed nothing, so
+ * it is sent again, up to this many tries in all, each after a random wait of
+ * up to CONFLICT_WAIT_MS × 2^(tries so far − 1): 50, 100, 200, then 400 ms.
+ */
+const CONFLICT_TRIES = 5;
+const CONFLICT_WAIT_MS = 50;
+
 /** Delays between reconnection attempts of lockChanges(), in ms (the last repeats). */
 const RECONNECT_DELAYS = [100, 250, 500, 1000, 2000, 5000];
 
@@ -133,11 +142,29 @@ export class Baton {
     this.token = options.token ?? process.env.BATON_TOKEN;
   }
 
-  /** Runs any operation of the schema; typed end to end from a codegen'd document. Throws BatonError on GraphQL errors. */
+  /**
+   * Runs any operation of the schema; typed end to end from a codegen'd document. Throws BatonError on GraphQL errors.
+   * An answer CONFLICT_RETRY (nothing was applied) is retried: up to CONFLICT_TRIES in all, after jittered waits.
+   */
   async request<R, V extends Record<string, unknown> = Record<string, unknown>>(
     document: TypedDocumentNode<R, V> | DocumentNode | string,
     variables?: V,
     options: RequestOptions = {},
+  ): Promise<R> {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await this.requestOnce<R, V>(document, variables, options);
+      } catch (err) {
+        if (!(err instanceof BatonError) || err.code !== "CONFLICT_RETRY" || tries >= CONFLICT_TRIES) throw err;
+        await delay(Math.random() * CONFLICT_WAIT_MS * 2 ** (tries - 1), undefined, { signal: options.signal });
+      }
+    }
+  }
+
+  private async requestOnce<R, V extends Record<string, unknown>>(
+    document: TypedDocumentNode<R, V> | DocumentNode | string,
+    variables: V | undefined,
+    options: RequestOptions,
   ): Promise<R> {
     const query = typeof document === "string" ? document : print(document);
     // W3C traceparent (src/client/tracing.ts): the server's spans of this request join the caller's trace.
