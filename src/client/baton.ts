@@ -205,7 +205,8 @@ export class Baton {
 
   /**
    * Every committed lock change of a company that matches the filter, in seq
-   * order, each once: after a lost connection it subscribes again after the
+   * order, each once: after a lost connection, or an answer UNAVAILABLE or
+   * CONFLICT_RETRY, it subscribes again after the
    * last seq it yielded (the server replays what was missed) and drops
    * anything at or below it. Ends only when the loop breaks out of it (or
    * return() is called); a refusal (a bad token, a foreign company) is thrown,
@@ -258,7 +259,8 @@ export class Baton {
             if (result.errors?.length) {
               const first = result.errors[0]!;
               const code = String(first.extensions?.code ?? "GRAPHQL_ERROR");
-              if (code === "SUBSCRIPTION_OVERFLOW" || code === "INTERNAL_SERVER_ERROR") break; // resubscribe after `last`
+              // Failed for the moment (the database away, a conflict, a fault): the ledger keeps every event, so resubscribe after `last`.
+              if (code === "SUBSCRIPTION_OVERFLOW" || code === "INTERNAL_SERVER_ERROR" || code === "UNAVAILABLE" || code === "CONFLICT_RETRY") break;
               throw batonErrorOf(result.errors); // EVENTS_PRUNED among them: resubscribing after `last` would be refused again
             }
             attempt = 0;
