@@ -149,6 +149,7 @@ describe("serialization retries", () => {
     const { active } = await h.one<{ active: number }>("SELECT active FROM concurrency_keys WHERE company_id = $1 AND key = 'one'", [co.id]);
     expect(active).toBe(1);
     expect(h.logged.filter((l) => l.level === "error")).toEqual([]);
+    expect(h.logged.filter((l) => l.msg === "conflict retries exhausted").map((l) => [l.level, l.fields?.tries, l.fields?.path])).toEqual([["warn", 1, "claimIssue"]]);
     // With the budget back, the same claim answers at once: the key is full.
     const again = await callerClient.raw<{ claimIssue: { __typename: string } }>(`mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename } }`, { r: callerRun });
     expect(again).toEqual({ data: { claimIssue: { __typename: "NoIssueAvailable" } } });
