@@ -21,7 +21,6 @@ it("1,000 generated sequences (fixed seed): every answer and the state after eve
 // Part 4: the sequences behind the bugs found so far.
 const deadHolderTimedOutConcurrently: Scenario = {
   initial: { agents: ["A", "B"], issues: [{ id: "i1", assigneeAgentId: null }, { id: "i2", assigneeAgentId: "A" }], leaseLength: 2 },
-  poolKey: null,
   steps: [
     { one: { verb: "startRun", agentId: "A" } },
     { one: { verb: "claimIssue", agentId: "A", runId: "r1", issueId: "i1" } },
@@ -33,7 +32,6 @@ const deadHolderTimedOutConcurrently: Scenario = {
 };
 const batchByJustFinishedRun: Scenario = {
   initial: { agents: ["A", "B"], issues: [{ id: "i1", assigneeAgentId: "A" }, { id: "i2", assigneeAgentId: "A" }], leaseLength: 2 },
-  poolKey: null,
   steps: [
     { one: { verb: "startRun", agentId: "A" } },
     { pair: [{ verb: "claimIssues", agentId: "A", runId: "r1", limit: 2 }, { verb: "finishRun", agentId: "A", runId: "r1", status: "SUCCEEDED" }], gate: true },
@@ -52,6 +50,8 @@ it("reaches the historical bugs' sequences: an adoption while the dead holder is
   // and disableAgent raced what its agent's runs do, and what others do to the issues they hold
   expect(reached!.disableRacing).toBeGreaterThan(0);
   expect(reached!.disableRacingGated).toBeGreaterThan(0);
+  // and pool claims whose next issue's key comes after 9 or more keys holding only assigned work (issue 26)
+  expect(reached!.poolPastAssignedKeys).toBeGreaterThan(0);
   // the race arbitrary makes exactly these shapes (the adoption beside its holder's heartbeat, the batch beside its run's finish)
   const shapes = fc.sample(racePairArb, { numRuns: 200, seed: 1 }).map((items) => JSON.stringify(items.at(-1)));
   expect(shapes.some((s) => s.includes('"heartbeatRun"') && s.includes('"claimById"'))).toBe(true);

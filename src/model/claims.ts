@@ -17,36 +17,77 @@ import {
   keyRoom,
 } from "./rules.js";
 import type { Event, Issue, IssueStatus, State, Step } from "./state.js";
-import { findIssue, findRun, priorityRank, withIssue, withRun } from "./state.js";
+import { UNKEYED, findIssue, findRun, priorityRank, withIssue, withRun } from "./state.js";
 
 /** CLAIMABLE_STATUSES (checkoutIfExpected.ts): a checkout starts only from these, whatever expectedStatuses lists (decision 1). */
 export const CLAIMABLE_STATUSES: readonly IssueStatus[] = ["OPEN", "CLAIMED", "IN_PROGRESS"];
 
 /**
- * The issues a claim without an issue id may take, in claim order: OPEN with
- * an attempt left (isClaimable), assigned to the agent or, with
- * includeUnassigned, unassigned; by priority, then the agent's own before
- * unassigned ones, then age, then id. (Keys' fair turns are not modelled:
- * see state.ts.) Key room is applied by takeInClaimOrder.
+ * The issues a claim without an issue id may take, in claim order
+ * (docs/lifecycle.md, "Claim order"): OPEN with an attempt left (isClaimable),
+ * assigned to the agent or, with includeUnassigned, unassigned.
+ *  1. priority first;
+ *  2. within a priority, the agent's own issues (oldest first), then the
+ *     unassigned pool's in rounds: each key with pool work and room gives
+ *     its j-th issue in round j, the keys in turn order (keyTurns);
+ *  3. within a key, oldest first, then id.
+ * Key room is applied by takeInClaimOrder. This is the order the SQL sorts
+ * `got` by (IN_CLAIM_ORDER: priority, phase, j, turn_no, created_at, id).
  */
 export function claimCandidates(state: State, agentId: string, includeUnassigned: boolean): Issue[] {
-  return state.issues
-    .filter((i) => isClaimable(i) && (i.assigneeAgentId === agentId || (includeUnassigned && i.assigneeAgentId === null)))
-    .sort(
-      (a, b) =>
-        priorityRank(a.priority) - priorityRank(b.priority) ||
-        Number(a.assigneeAgentId === null) - Number(b.assigneeAgentId === null) ||
-        a.createdAt - b.createdAt ||
-        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
-    );
+  const own = state.issues.filter((i) => isClaimable(i) && i.assigneeAgentId === agentId);
+  const pool = includeUnassigned ? state.issues.filter((i) => isClaimable(i) && i.assigneeAgentId === null) : [];
+  const byAge = (a: Issue, b: Issue) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  const inKeyOrder = (a: Issue, b: Issue) => priorityRank(a.priority) - priorityRank(b.priority) || byAge(a, b);
+  const turn = keyTurns(state);
+  const round = new Map<string, number>();
+  const perKey = new Map<string, Issue[]>();
+  for (const issue of pool) {
+    const key = issue.concurrencyKey ?? UNKEYED;
+    perKey.set(key, [...(perKey.get(key) ?? []), issue]);
+  }
+  for (const issues of perKey.values()) issues.sort(inKeyOrder).forEach((issue, n) => round.set(issue.id, n + 1));
+  const place = (i: Issue) => (i.assigneeAgentId === null ? [1, round.get(i.id)!, turn.get(i.concurrencyKey ?? UNKEYED) ?? 0] : [0, 0, 0]);
+  return [...own, ...pool].sort((a, b) => {
+    const [pa, ja, ta] = place(a);
+    const [pb, jb, tb] = place(b);
+    return priorityRank(a.priority) - priorityRank(b.priority) || pa! - pb! || ja! - jb! || ta! - tb! || byAge(a, b);
+  });
 }
 
-/** The first `limit` candidates in claim order, never more of a key's issues than its room: what `limit` claims one after another would take. */
-export function takeInClaimOrder(state: State, agentId: string, includeUnassigned: boolean, limit: number): Issue[] {
+/**
+ * The turn order of the keys with unassigned claimable work and room (the
+ * unkeyed pool included), as a position for each: the best priority among
+ * the key's pool issues first, then the key served least recently (never
+ * served: first of all), then the key's name ("" before any). (keysInTurn in
+ * src/locks/claimOrder.ts; names compare by code point, as the C collation does.)
+ */
+export function keyTurns(state: State): Map<string, number> {
+  const best = new Map<string, number>();
+  for (const i of state.issues) {
+    if (!isClaimable(i) || i.assigneeAgentId !== null) continue;
+    const key = i.concurrencyKey ?? UNKEYED;
+    const room = keyRoom(state, i.concurrencyKey);
+    if (room !== null && room <= 0) continue;
+    best.set(key, Math.min(best.get(key) ?? Infinity, priorityRank(i.priority)));
+  }
+  const served = (k: string) => state.turns.indexOf(k);
+  const keys = [...best.keys()].sort((a, b) => best.get(a)! - best.get(b)! || served(a) - served(b) || (a < b ? -1 : a > b ? 1 : 0));
+  return new Map(keys.map((k, n) => [k, n + 1]));
+}
+
+/**
+ * The first `limit` candidates in claim order, never more of a key's issues
+ * than its room: what `limit` claims one after another would take. Issues in
+ * `passOver` are passed by, as a claim passes by the rows a concurrent
+ * statement holds (FOR UPDATE SKIP LOCKED), the order staying as it was.
+ */
+export function takeInClaimOrder(state: State, agentId: string, includeUnassigned: boolean, limit: number, passOver: readonly string[] = []): Issue[] {
   const taken: Issue[] = [];
   const room = new Map<string, number>();
   for (const issue of claimCandidates(state, agentId, includeUnassigned)) {
     if (taken.length >= limit) break;
+    if (passOver.includes(issue.id)) continue;
     const key = issue.concurrencyKey;
     if (key !== null) {
       const left = room.has(key) ? room.get(key)! : keyRoom(state, key);
@@ -58,10 +99,30 @@ export function takeInClaimOrder(state: State, agentId: string, includeUnassigne
   return taken;
 }
 
+/**
+ * The keys of the issues one statement checked out move to the end of the
+ * turns, once each: the unkeyed pool first (and only in a company with named
+ * keys), then named keys by name (the keys' trigger gives them their turns
+ * in that order, whatever order the statement took the issues in).
+ */
+export function serveKeys(state: State, issues: readonly Issue[]): State {
+  const keys = [...new Set(issues.map((i) => i.concurrencyKey ?? UNKEYED))]
+    .filter((k) => k !== UNKEYED || state.keyed)
+    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  if (keys.length === 0) return state;
+  return { ...state, turns: [...state.turns.filter((k) => !keys.includes(k)), ...keys] };
+}
+
 /** The checkout taken: CLAIMED by the run, lockEpoch + 1, one CLAIMED event. */
 function checkout(state: State, issue: Issue, runId: string, agentId: string): { state: State; issue: Issue; events: Event[] } {
   const after: Issue = { ...issue, status: "CLAIMED", checkoutRunId: runId, executionRunId: null, lockEpoch: issue.lockEpoch + 1 };
   return { state: withIssue(state, after), issue: after, events: [eventFor(after, "CLAIMED", runId, agentId, null)] };
+}
+
+/** One statement's checkout of one issue: taken, and its key served. */
+function checkoutOne(state: State, issue: Issue, runId: string, agentId: string): { state: State; issue: Issue; events: Event[] } {
+  const taken = checkout(state, issue, runId, agentId);
+  return { ...taken, state: serveKeys(taken.state, [taken.issue]) };
 }
 
 /**
@@ -69,12 +130,15 @@ function checkout(state: State, issue: Issue, runId: string, agentId: string): {
  * (refuseRun), then the first issue in claim order in a key with room, or
  * NoIssueAvailable.
  */
-export function claimNext(state: State, args: { agentId: string; runId: string; includeUnassigned?: boolean }): Step<ClaimIssueResult> {
+export function claimNext(
+  state: State,
+  args: { agentId: string; runId: string; includeUnassigned?: boolean; passOver?: readonly string[] },
+): Step<ClaimIssueResult> {
   const refused = refuseRun(state, args.agentId, args.runId);
   if (refused) return { answer: refused, state, events: [] };
-  const [next] = takeInClaimOrder(state, args.agentId, args.includeUnassigned ?? false, 1);
+  const [next] = takeInClaimOrder(state, args.agentId, args.includeUnassigned ?? false, 1, args.passOver);
   if (!next) return { answer: { __typename: "NoIssueAvailable" }, state, events: [] };
-  const claimed = checkout(state, next, args.runId, args.agentId);
+  const claimed = checkoutOne(state, next, args.runId, args.agentId);
   return {
     answer: { __typename: "IssueClaimed", issue: claimed.issue, runId: args.runId, alreadyHeld: false, adopted: false },
     state: claimed.state,
@@ -178,13 +242,13 @@ export function checkoutIfExpected(
     };
     return {
       answer: { __typename: "IssueClaimed", issue: after, runId: args.runId, alreadyHeld: false, adopted: true },
-      state: withIssue(state, after),
+      state: serveKeys(withIssue(state, after), [after]),
       events: [eventFor(after, "ADOPTED", args.runId, args.agentId, "HOLDER_DEAD")],
     };
   }
   // 11.
   if (cur.status === "OPEN") {
-    const claimed = checkout(state, cur, args.runId, args.agentId);
+    const claimed = checkoutOne(state, cur, args.runId, args.agentId);
     return {
       answer: { __typename: "IssueClaimed", issue: claimed.issue, runId: args.runId, alreadyHeld: false, adopted: false },
       state: claimed.state,
@@ -197,7 +261,14 @@ export function checkoutIfExpected(
 /** claimIssue: with an issue id, checkoutIfExpected; without, claimNext. */
 export function claimIssue(
   state: State,
-  args: { agentId: string; runId: string; issueId?: string | null; expectedStatuses?: readonly IssueStatus[] | null; includeUnassigned?: boolean },
+  args: {
+    agentId: string;
+    runId: string;
+    issueId?: string | null;
+    expectedStatuses?: readonly IssueStatus[] | null;
+    includeUnassigned?: boolean;
+    passOver?: readonly string[];
+  },
 ): Step<ClaimIssueResult> {
   if (args.issueId) return checkoutIfExpected(state, { ...args, issueId: args.issueId });
   return claimNext(state, args);
@@ -213,12 +284,12 @@ export function claimIssue(
  */
 export function claimIssues(
   state: State,
-  args: { agentId: string; runId: string; limit: number; includeUnassigned?: boolean; acquireExecution?: boolean },
+  args: { agentId: string; runId: string; limit: number; includeUnassigned?: boolean; acquireExecution?: boolean; passOver?: readonly string[] },
 ): Step<ClaimIssuesResult> {
   if (!Number.isInteger(args.limit) || args.limit < 1 || args.limit > 1000) return { answer: badInput("limit must be between 1 and 1000"), state, events: [] };
   const refused = refuseRun(state, args.agentId, args.runId);
   if (refused) return { answer: refused, state, events: [] };
-  const next = takeInClaimOrder(state, args.agentId, args.includeUnassigned ?? false, args.limit);
+  const next = takeInClaimOrder(state, args.agentId, args.includeUnassigned ?? false, args.limit, args.passOver);
   if (next.length === 0) return { answer: { __typename: "NoIssueAvailable" }, state, events: [] };
   let after = state;
   const issues: Issue[] = [];
@@ -234,6 +305,6 @@ export function claimIssues(
     after = withIssue(claimed.state, held);
     issues.push(held);
   }
-  return { answer: { __typename: "IssuesClaimed", issues, runId: args.runId }, state: after, events: inStatementOrder(events) };
+  return { answer: { __typename: "IssuesClaimed", issues, runId: args.runId }, state: serveKeys(after, issues), events: inStatementOrder(events) };
 }
 

@@ -18,8 +18,9 @@ export type Command =
   | { verb: "startRun"; agentId: string }
   | { verb: "heartbeatRun"; agentId: string; runId: string }
   | { verb: "finishRun"; agentId: string; runId: string; status: RunStatus }
-  | { verb: "claimIssue"; agentId: string; runId: string; issueId?: string; expectedStatuses?: IssueStatus[]; includeUnassigned?: boolean }
-  | { verb: "claimIssues"; agentId: string; runId: string; limit: number; includeUnassigned?: boolean; acquireExecution?: boolean }
+  // passOver: the rows a concurrent statement holds, which a claim without an issue id passes by (SKIP LOCKED)
+  | { verb: "claimIssue"; agentId: string; runId: string; issueId?: string; expectedStatuses?: IssueStatus[]; includeUnassigned?: boolean; passOver?: string[] }
+  | { verb: "claimIssues"; agentId: string; runId: string; limit: number; includeUnassigned?: boolean; acquireExecution?: boolean; passOver?: string[] }
   | { verb: "acquireExecution"; agentId: string; runId: string; issueId: string }
   | { verb: "releaseIssue"; agentId: string; runId: string; issueId: string; outcome: ReleaseOutcome; reason?: string }
   | { verb: "releaseIssues"; agentId: string; runId: string; issueIds: string[]; outcome: ReleaseOutcome; reason?: string }

@@ -11,10 +11,8 @@
 // What the model leaves out, on purpose:
 //  - titles, descriptions, timestamps other than the clock, seq numbers;
 //  - several companies (one company; another company's ids are "unknown");
-//  - concurrency keys' fair turns: a key only has a limit (maxActive). Claim
-//    order is priority, then the agent's own issues before unassigned ones,
-//    then age, then id; with one key (or none) that is exactly the real order.
-//    setConcurrencyLimit is not a verb: limits are fixed in the initial state;
+//  - setConcurrencyLimit: limits are fixed in the initial state;
+//  - the numbers behind keys' turns: only their order is kept (`turns`);
 //  - concurrency: every verb is one atomic step, so the races the SQL guards
 //    against (SKIP LOCKED, FOR SHARE, a holder the snapshot cannot see) are
 //    each one of the model's interleavings, not a state of their own;
@@ -71,7 +69,19 @@ export interface State {
   readonly runs: readonly Run[];
   /** maxActive of each concurrency key that has a limit. */
   readonly limits: Readonly<Record<string, number>>;
+  /**
+   * The keys that have been served (one of their issues checked out), least
+   * recently served first; "" is the unkeyed pool (UNKEYED), which takes turns
+   * only in a company that has named keys (`keyed`). A key never served is
+   * not listed, and goes before every listed one.
+   */
+  readonly turns: readonly string[];
+  /** Whether the company has ever had a named key (an issue's or a limit's): from then on the unkeyed pool takes turns too. */
+  readonly keyed: boolean;
 }
+
+/** The unkeyed pool's name among the keys' turns (the SQL's '' row). */
+export const UNKEYED = "";
 
 /** One LockEvent: the fields that say what changed (no seq, no time). */
 export interface Event {
@@ -143,6 +153,8 @@ export function initialState(input: InitialStateInput): State {
     issues: [...issues].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
     runs: [],
     limits: { ...(input.limits ?? {}) },
+    turns: [],
+    keyed: issues.some((i) => i.concurrencyKey !== null) || Object.keys(input.limits ?? {}).length > 0,
   };
 }
 
@@ -154,7 +166,7 @@ export const findRun = (state: State, runId: string | null): Run | undefined =>
 
 /** The state with `issue` in place of the issue of the same id. */
 export function withIssue(state: State, issue: Issue): State {
-  return { ...state, issues: state.issues.map((i) => (i.id === issue.id ? issue : i)) };
+  return { ...state, issues: state.issues.map((i) => (i.id === issue.id ? issue : i)), keyed: state.keyed || issue.concurrencyKey !== null };
 }
 
 /** The state with `run` in place of the run of the same id, or appended when it is new. */

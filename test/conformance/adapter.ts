@@ -64,6 +64,8 @@ export interface NormState {
   disabled: string[];
   /** Per issue, in order. */
   events: Record<string, NormEvent[]>;
+  /** The keys that have been served, least recently first ("" the unkeyed pool): the model's `turns`. */
+  turns: string[];
 }
 
 /** Model names ↔ database ids for one sequence. */
@@ -205,6 +207,7 @@ export function normModelState(s: State, events: readonly Event[]): NormState {
     runs: s.runs.map((r) => ({ id: r.id, agent: r.agentId, status: r.status })),
     disabled: [...s.disabled].sort(),
     events: perIssue,
+    turns: [...s.turns],
   };
 }
 
@@ -364,10 +367,18 @@ export class Sequence {
          (SELECT coalesce(json_agg(a.id), '[]') FROM agents a WHERE a.company_id = $1 AND a.disabled_at IS NOT NULL) AS disabled,
          (SELECT coalesce(json_agg(json_build_object('issueId', e.issue_id, 'kind', e.kind, 'status', e.status, 'reason', e.reason,
                   'runId', e.run_id, 'agentId', e.agent_id) ORDER BY e.seq), '[]')
-            FROM lock_events e WHERE e.company_id = $1) AS events`,
+            FROM lock_events e WHERE e.company_id = $1) AS events,
+         (SELECT coalesce(json_agg(k.key ORDER BY k.last_served), '[]')
+            FROM concurrency_keys k WHERE k.company_id = $1 AND k.last_served IS NOT NULL) AS turns`,
       [this.companyId],
     );
-    const row = rows[0] as { issues: AnyIssue[]; runs: { id: string; agentId: string; status: string }[]; disabled: string[]; events: Record<string, string | null>[] };
+    const row = rows[0] as {
+      issues: AnyIssue[];
+      runs: { id: string; agentId: string; status: string }[];
+      disabled: string[];
+      events: Record<string, string | null>[];
+      turns: string[];
+    };
     const name = (id: string | null) => names.model(id);
     const events: Record<string, NormEvent[]> = {};
     for (const e of row.events) {
@@ -378,7 +389,7 @@ export class Sequence {
     // the model lists runs in creation order r1, r2, …; two started at once may have either order here
     runs.sort((a, b) => runNumber(a.id) - runNumber(b.id));
     const disabled = row.disabled.map((id) => name(id)!).sort();
-    return { issues, runs, disabled, events };
+    return { issues, runs, disabled, events, turns: row.turns };
   }
 }
 
