@@ -23,7 +23,7 @@ export interface LoadOutcome {
   completed: number;
 }
 
-const DOCUMENTED = new Set(["UNAVAILABLE", "UNAUTHENTICATED", "FORBIDDEN", "BAD_USER_INPUT", "LIMIT_EXCEEDED"]);
+const DOCUMENTED = new Set(["UNAVAILABLE", "UNAUTHENTICATED", "FORBIDDEN", "BAD_USER_INPUT", "LIMIT_EXCEEDED", "CONFLICT_RETRY"]);
 
 export function startLoad(urls: () => string[], tokens: readonly string[]): { completed(): number; stop(): Promise<LoadOutcome> } {
   const outcome: LoadOutcome = { told: [], answers: 0, unavailable: 0, transportErrors: 0, unexpected: [], completed: 0 };
