@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 // `baton`: Baton from a terminal or a script. Every command is a thin layer on
 // the baton/client SDK. Exit codes: 0 done; 1 the server answered with a
-// Problem (its __typename and message on stderr); 2 bad usage;
+// Problem (its __typename and message on stderr); 2 bad usage (a `baton
+// work` COMMAND that cannot be started included);
 // 3 UNAUTHENTICATED or FORBIDDEN; 4 the server could not be reached;
 // 5 the ledger history asked for was pruned by retention (EVENTS_PRUNED).
 import { parseArgs } from "node:util";
 import { Baton, BatonError, DEFAULT_URL } from "../client/index.js";
 import { COMMANDS, MissingToken, Problem, Pruned, Usage } from "./commands.js";
 import type { Context } from "./commands.js";
+import { CannotRun } from "./processes.js";
 
 const USAGE = `Usage: baton [--url URL] [--token TOKEN] [--json] COMMAND [ARGS…]
 
@@ -71,6 +73,7 @@ async function main(argv: string[]): Promise<number> {
 
 function exitCodeOf(err: unknown): { code: number; line: string } {
   if (err instanceof Usage) return { code: 2, line: `baton: ${err.message} (see baton --help)` };
+  if (err instanceof CannotRun) return { code: 2, line: `baton: ${err.message}` };
   if (err instanceof MissingToken) return { code: 3, line: `baton: ${err.message}` };
   if (err instanceof Problem) return { code: 1, line: `baton: ${err.typename}: ${err.message}` };
   if (err instanceof Pruned) return { code: 5, line: `baton: EVENTS_PRUNED: ${err.message}` };

@@ -5,32 +5,53 @@
 //     BATON_RUN_ID, BATON_LOCK_EPOCH (the fencing token), BATON_URL and, for
 //     an issue with a concurrency key, BATON_ISSUE_CONCURRENCY_KEY in its
 //     environment (never the token);
+//   - it leads a process group of its own: a terminal's Ctrl-C reaches baton,
+//     not the command; whatever baton stops, it stops as a whole group;
 //   - its exit decides the release: 0 → DONE, 75 (EX_TEMPFAIL) → REQUEUE,
-//     anything else or death by a signal → FAILED, with the last lines of its
-//     stderr as the reason;
+//     death by a signal baton sent → REQUEUE, anything else (another signal
+//     included) → FAILED, with the last lines of its stderr as the reason;
+//   - a COMMAND that cannot be started is the worker's fault, not an issue's:
+//     it is checked before anything is claimed (exit 2, one line); one that
+//     passes the check and still fails to spawn sends its issue back to the
+//     queue, stops the worker and exits 2;
 //   - if the hold is lost it gets SIGTERM at once and SIGKILL 10 s later, and
 //     the issue is not released again;
 //   - SIGINT/SIGTERM to baton: stop claiming, let commands finish for up to
-//     --drain-timeout seconds, stop them, finish the run, exit 0; a second
-//     signal stops them at once and exits 1;
+//     --drain-timeout seconds, stop them, finish the run, exit 0 once they
+//     have exited; a second signal (not the same one sent again within a
+//     second: one Ctrl-C under npm arrives twice) stops them at once and
+//     exits 1;
+//   - if baton dies (SIGKILL, say), its watchdog stops every command it ran
+//     (watchdog.ts);
 //   - if the key is revoked (rotated, or the agent disabled) every hold is
 //     lost at once: each command is stopped as above, nothing more is claimed
 //     or released, and once the commands have exited baton exits 3 with one
 //     line saying so.
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { Requeue, UnauthenticatedError } from "../client/index.js";
+import { onStopSignals } from "../bin/shutdown.js";
+import { Requeue } from "../client/index.js";
 import type { Job, WorkIssue } from "../client/index.js";
 import { parse, Usage } from "./commands.js";
 import type { Context } from "./commands.js";
+import { CannotRun, signalGroup, startWatchdog, whyNotRunnable } from "./processes.js";
+import type { Watchdog } from "./processes.js";
 
 const USAGE = "work [--concurrency N] [--once] [--include-unassigned] [--drain-timeout SECONDS] -- COMMAND [ARGS…]";
 const KILL_AFTER_MS = 10_000;
 const STDERR_LINES = 20;
 const EX_TEMPFAIL = 75;
 
+interface Commands {
+  running: Set<ChildProcess>;
+  watchdog: Watchdog;
+  /** A command failed to spawn: called once per such issue, with the error to end baton with. */
+  cannotStart: (err: CannotRun) => void;
+}
+
 /** Runs COMMAND for one issue; resolves when it exits, throwing what the exit means for the release. */
-function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context, prefix: boolean, children: Set<ChildProcess>): Promise<void> {
+function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context, prefix: boolean, commands: Commands): Promise<void> {
+  const children = commands.running;
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.BATON_TOKEN;
   delete env.BATON_ISSUE_CONCURRENCY_KEY; // set below only for a keyed issue: never one inherited from baton's own environment
@@ -42,7 +63,20 @@ function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context,
     BATON_URL: ctx.baton.url,
   });
   if (issue.concurrencyKey !== null) env.BATON_ISSUE_CONCURRENCY_KEY = issue.concurrencyKey;
-  const child = spawn(command[0]!, command.slice(1), { env, stdio: ["pipe", "pipe", "pipe"] });
+  // It passed whyNotRunnable and still could not be spawned (a limit, a file held open for writing): no issue's fault.
+  const notStarted = (err: Error) => {
+    const why = `could not start ${command[0]}: ${err.message}`;
+    commands.cannotStart(new CannotRun(`${why}; its issue ${issue.id} went back to the queue and the worker stopped`));
+    return new Requeue(why);
+  };
+  let child: ChildProcess;
+  try {
+    // detached: a process group (and session) of its own, out of reach of the terminal's signals.
+    child = spawn(command[0]!, command.slice(1), { env, stdio: ["pipe", "pipe", "pipe"], detached: true });
+  } catch (err) {
+    throw notStarted(err as Error); // E2BIG and the like are thrown, ENOENT and EACCES emitted
+  }
+  if (child.pid !== undefined) commands.watchdog.watch(child.pid);
   children.add(child);
   const tail: string[] = [];
   const pass = (stream: NodeJS.ReadableStream, to: NodeJS.WriteStream, keep: boolean) => {
@@ -66,9 +100,11 @@ function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context,
   child.stdin!.on("error", () => {}); // a command that does not read its stdin
   child.stdin!.end(JSON.stringify(issue));
   let killer: NodeJS.Timeout | null = null;
+  let stopped = false;
   const stop = () => {
-    child.kill("SIGTERM");
-    killer = setTimeout(() => child.kill("SIGKILL"), KILL_AFTER_MS);
+    stopped = true;
+    signalGroup(child.pid, "SIGTERM");
+    killer = setTimeout(() => signalGroup(child.pid, "SIGKILL"), KILL_AFTER_MS);
     killer.unref();
   };
   if (job.signal.aborted) stop();
@@ -76,17 +112,23 @@ function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context,
   return new Promise((resolve, reject) => {
     child.once("error", (err) => {
       children.delete(child);
-      reject(new Error(`could not run ${command[0]}: ${err.message}`));
+      job.signal.removeEventListener("abort", stop);
+      if (child.pid === undefined) reject(notStarted(err)); // else it started: its exit, below, is what counts
+    });
+    child.once("exit", () => {
+      children.delete(child);
+      commands.watchdog.forget(child.pid!);
     });
     child.once("close", (code, signal) => {
-      children.delete(child);
+      if (child.pid === undefined) return; // never started: settled by "error"
       if (killer) clearTimeout(killer);
       job.signal.removeEventListener("abort", stop);
       const reason = tail.join("\n").trim();
       if (code === 0) return resolve();
       const how = signal ? `killed by ${signal}` : `exit ${code}`;
-      if (code === EX_TEMPFAIL) return reject(new Requeue(reason ? `${how}: ${reason}` : how));
-      reject(new Error(reason ? `${how}: ${reason}` : how));
+      const said = reason ? `${how}: ${reason}` : how;
+      if (code === EX_TEMPFAIL || (signal && stopped)) return reject(new Requeue(said));
+      reject(new Error(said));
     });
   });
 }
@@ -107,33 +149,56 @@ export async function workCommand(ctx: Context, words: string[]): Promise<number
   const drain = p.values["drain-timeout"] === undefined ? 30 : Number(p.values["drain-timeout"]);
   if (!Number.isFinite(drain) || drain < 0) throw new Usage("--drain-timeout must be a number of seconds");
 
-  const children = new Set<ChildProcess>();
-  const worker = ctx.baton.work((issue, job) => runCommand(command, issue, job, ctx, concurrency > 1, children), {
+  const why = whyNotRunnable(command[0]!);
+  if (why) throw new CannotRun(`cannot run ${command[0]}: ${why}; nothing was claimed`);
+
+  const fatal: { error: CannotRun | null } = { error: null };
+  const commands: Commands = {
+    running: new Set<ChildProcess>(),
+    watchdog: startWatchdog(),
+    cannotStart: (err) => {
+      if (fatal.error) return;
+      fatal.error = err;
+      worker.stop().catch(() => {}); // claim nothing more; the error is thrown below, once the worker is done
+    },
+  };
+  const children = commands.running;
+  /** Every command started has exited (each was let finish, or stopped: SIGTERM, SIGKILL 10 s later). */
+  const exited = () => Promise.all([...children].map((child) => new Promise((resolve) => child.once("exit", resolve))));
+  const worker = ctx.baton.work((issue, job) => runCommand(command, issue, job, ctx, concurrency > 1, commands), {
     concurrency,
     once: Boolean(p.values.once),
     includeUnassigned: Boolean(p.values["include-unassigned"]),
     drainTimeoutMs: drain * 1000,
     onLog: (message, fields) => ctx.err(`baton: ${message}${fields ? ` ${JSON.stringify(fields)}` : ""}`),
+    // Checked again before each claim: a command deleted or broken while baton ran costs no issue an attempt.
+    beforeClaim: () => {
+      const why = whyNotRunnable(command[0]!);
+      if (why) throw new CannotRun(`cannot run ${command[0]}: ${why}; the worker stopped before claiming more`);
+    },
   });
-  let signals = 0;
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (++signals === 1) {
+  // The guard the server uses: one Ctrl-C that arrives twice (the terminal's, then npm's) is one request.
+  onStopSignals(
+    (signal) => {
       ctx.err(`baton: ${signal}: stopping (draining for up to ${drain} s)`);
       worker.stop().catch(() => {}); // how it ended (a revoked key, say) is worker.done's, below
-      return;
-    }
-    ctx.err(`baton: second signal: stopping commands now`);
-    for (const child of children) child.kill("SIGKILL");
-    process.exit(1);
-  };
-  process.on("SIGINT", onSignal).on("SIGTERM", onSignal);
+    },
+    () => {
+      ctx.err(`baton: second signal: stopping commands now`);
+      for (const child of children) signalGroup(child.pid, "SIGKILL");
+    },
+  );
   try {
     await worker.done;
   } catch (err) {
     // The key was revoked: the worker has aborted every job, so each command has its SIGTERM (and SIGKILL
-    // 10 s later). Exit once they are gone; main prints the error's one line and exits 3.
-    if (err instanceof UnauthenticatedError) await Promise.all([...children].map((child) => new Promise((resolve) => child.once("close", resolve))));
+    // 10 s later); or the command could not run any more, and the drain has stopped what was left. Exit once
+    // they are gone; main prints the error's one line (and exits 3 for the key, 2 for the command).
+    await exited();
     throw err;
   }
+  // A drain that timed out stopped what still ran: baton exits once it has.
+  await exited();
+  if (fatal.error) throw fatal.error;
   return 0;
 }

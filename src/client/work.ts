@@ -62,6 +62,11 @@ export interface WorkOptions {
   drainTimeoutMs?: number;
   /** What the worker does, as it happens (default: nothing). */
   onLog?: (message: string, fields?: Record<string, unknown>) => void;
+  /**
+   * Called before each claim: a throw means the worker cannot work (what it runs is gone, say). It then claims
+   * nothing more, lets running handlers finish as stop() does, and `done` rejects with what was thrown.
+   */
+  beforeClaim?: () => void;
 }
 
 export interface Worker {
@@ -144,6 +149,8 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
 
   /** Set once the key is refused (UNAUTHENTICATED) mid-work: what `done` rejects with. */
   let refusedWith: UnauthenticatedError | null = null;
+  /** What beforeClaim threw: `done` rejects with it, once the running handlers are done. */
+  let cannotWork: { error: unknown } | null = null;
 
   /**
    * A request (or the ledger watch) failed: if the key was refused, the worker
@@ -302,6 +309,7 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
     await events?.return?.();
     await watching;
     if (refusedWith) throw refusedWith;
+    if (cannotWork) throw cannotWork.error;
   }
 
   /** Claims and waits for work until stopping (stop(), `once` with an empty queue, or a refused key). */
@@ -326,6 +334,12 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
       if (running.size >= concurrency) {
         await sleep(options.idleWaitMs ?? 5000);
         continue;
+      }
+      try {
+        options.beforeClaim?.();
+      } catch (error) {
+        cannotWork = { error };
+        break;
       }
       const current = run;
       let failed = false;

@@ -182,6 +182,34 @@ it("stop() lets a running handler finish, releases it, and finishes the run", as
   expect((await h.one<{ status: string }>("SELECT status FROM heartbeat_runs WHERE id = $1", [runId])).status).toBe("SUCCEEDED");
 });
 
+it("beforeClaim throwing stops the worker before that claim: nothing more is taken, the running handler finishes, done rejects with it", async () => {
+  const co = await createCompany(h, 1);
+  const ids = await issuesFor(co, 3);
+  const gone = new Error("the command is gone");
+  let checks = 0;
+  const handled: string[] = [];
+  const worker = new Baton({ url: h.url, token: co.agents[0]!.client.token! }).work(
+    async (issue) => {
+      handled.push(issue.id);
+      await new Promise((r) => setTimeout(r, 50));
+    },
+    {
+      concurrency: 1,
+      idleWaitMs: 200,
+      beforeClaim: () => {
+        if (++checks > 1) throw gone;
+      },
+    },
+  );
+  await expect(worker.done).rejects.toBe(gone);
+  expect(checks).toBe(2);
+  const rows = await h.sql<{ id: string; status: string; attempt_count: number }>("SELECT id, status, attempt_count FROM issues WHERE id = ANY($1)", [ids]);
+  expect(rows.filter((r) => r.status === "DONE").map((r) => r.id)).toEqual(handled);
+  expect(rows.filter((r) => r.id !== handled[0]).map((r) => [r.status, r.attempt_count])).toEqual([["OPEN", 0], ["OPEN", 0]]);
+  const runs = await h.sql<{ status: string }>("SELECT status FROM heartbeat_runs WHERE agent_id = $1", [co.agents[0]!.id]);
+  expect(runs.map((r) => r.status)).toEqual(["SUCCEEDED"]);
+});
+
 it("refuses a key that is not an agent's", async () => {
   const co = await createCompany(h, 0);
   const worker = new Baton({ url: h.url, token: co.board.token! }).work(() => {});
