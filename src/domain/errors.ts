@@ -26,10 +26,9 @@ export class NotFoundError extends Error {
 /**
  * A ledger read that asked to resume after a seq whose following events may
  * have been dropped by retention (docs/events.md, "Retention"). Maps to
- * EVENTS_PRUNED. Every event after `resumeAfterSeq` is still kept (a few kept
- * ones just below it, appended across the dropped day's last midnight, are not
- * reached from there);
- * `oldestAvailableSeq` is the first event kept after it (null: none yet).
+ * EVENTS_PRUNED. `resumeAfterSeq` is where to resume with every kept event
+ * after `afterSeq` (src/events/ledger.ts, resumePoint); `oldestAvailableSeq`
+ * is the first event kept after it (null: none yet).
  */
 export class EventsPrunedError extends Error {
   override name = "EventsPrunedError";
@@ -41,6 +40,26 @@ export class EventsPrunedError extends Error {
     super(
       `events after seq ${afterSeq} were pruned by retention; resume with afterSeq ${resumeAfterSeq}` +
         (oldestAvailableSeq === null ? " (no event is kept after it yet)" : ` (the oldest event kept after it is ${oldestAvailableSeq})`),
+    );
+  }
+}
+
+/**
+ * A ledger read that asked to resume after a seq no transaction of this
+ * cluster has made yet (at or above baton_event_ceiling()): the database was
+ * restored or failed over to an older copy, or the seq is not from this
+ * ledger. Served, it would skip every event until the cluster's transaction
+ * ids pass it. Maps to SEQ_AHEAD, with the ceiling.
+ */
+export class SeqAheadError extends Error {
+  override name = "SeqAheadError";
+  constructor(
+    readonly afterSeq: bigint,
+    readonly ceilingSeq: bigint,
+  ) {
+    super(
+      `afterSeq ${afterSeq} is ahead of every seq this database has made (all are below ${ceilingSeq}): it was restored or failed over ` +
+        `to a copy from before that seq, or the seq is not from this ledger; read again without afterSeq (from now) or from "0"`,
     );
   }
 }

@@ -11,7 +11,7 @@
 import type { Queryable } from "../db/client.js";
 import { eventJson, named, queryOne, sql } from "../db/sql.js";
 import type { Sql } from "../db/sql.js";
-import { EventsPrunedError } from "../domain/errors.js";
+import { EventsPrunedError, SeqAheadError } from "../domain/errors.js";
 import type { LockEvent } from "../domain/types.js";
 
 export interface LedgerPage {
@@ -20,35 +20,67 @@ export interface LedgerPage {
   readonly horizon: bigint;
   readonly ceiling: bigint;
   readonly startedAt: number;
+  /** What retention dropped after the page's afterSeq, for refusePruned (read in the same statement). */
+  readonly pruned: PrunedColumns;
 }
 
-interface PrunedColumns {
+export interface PrunedColumns {
   pruned_through: string | null;
-  oldest_kept: string | null;
+  pruned_next: { next: string | null; first: string | null } | null;
 }
+
+/** Seqs are xid × 2^20 + position: one transaction's events lie in one block of X. */
+const X = 1n << 20n;
 
 /**
- * Columns `pruned_through` (the company's newest seq retention may have
- * dropped) and, only when that lies beyond afterSeq, `oldest_kept` (the first
- * final event after it): for refusePruned, read in the same statement as the
- * page so the two cannot disagree.
+ * Columns `pruned_through` (the company's newest seq retention dropped) and,
+ * only when that lies beyond afterSeq, `pruned_next`: `next`, the first final
+ * event after afterSeq, and `first`, the first final event of next's
+ * transaction. For refusePruned, read in the same statement as the page so
+ * the two cannot disagree.
  */
 export const prunedColumns = (companyId: string, afterSeq: bigint): Sql => sql`
   (SELECT x.through_seq::text FROM lock_events_pruned x WHERE x.company_id = ${companyId}::uuid) AS pruned_through,
-  -- one probe of each day's key, and only for a read that is refused
-  (SELECT (SELECT k.seq FROM lock_events k
-            WHERE k.company_id = x.company_id AND k.seq > x.through_seq AND k.seq < (SELECT baton_event_horizon())
-            ORDER BY k.seq LIMIT 1)::text
+  -- two probes of each day's key, and only for a read below the newest dropped seq
+  (SELECT json_build_object('next', n.seq::text, 'first', f.seq::text)
      FROM lock_events_pruned x
-    WHERE x.company_id = ${companyId}::uuid AND x.through_seq > ${afterSeq.toString()}::bigint) AS oldest_kept`;
+    CROSS JOIN LATERAL (SELECT (SELECT k.seq FROM lock_events k
+                                 WHERE k.company_id = x.company_id AND k.seq > ${afterSeq.toString()}::bigint AND k.seq < (SELECT baton_event_horizon())
+                                 ORDER BY k.seq LIMIT 1) AS seq) n
+    CROSS JOIN LATERAL (SELECT (SELECT k.seq FROM lock_events k
+                                 WHERE k.company_id = x.company_id AND k.seq >= n.seq / 1048576 * 1048576 AND k.seq < (SELECT baton_event_horizon())
+                                 ORDER BY k.seq LIMIT 1) AS seq) f
+    WHERE x.company_id = ${companyId}::uuid AND x.through_seq > ${afterSeq.toString()}::bigint) AS pruned_next`;
 
 /**
- * Refuses a read that resumes after `afterSeq` when retention may have dropped
- * events after it: the reader would otherwise skip them without knowing.
+ * Refuses a read that resumes after `afterSeq` when retention dropped events
+ * after it: the reader would otherwise skip them without knowing. Returns the
+ * pruned-through seq the reader now knows of (`acknowledged`, raised when it
+ * resumed at a point an EVENTS_PRUNED offered), for its next read.
+ *
+ * Day partitions split by `at` (the clock at the append) and seqs by
+ * transaction id (taken at the first write), so a kept day can hold events
+ * below the newest dropped seq T: transactions that took their id before its
+ * midnight and appended after it. The offer is then the point just before the
+ * oldest kept transaction after afterSeq (x × 2^20 − 1, a seq no event has
+ * short of a statement of 2^20 events), accepted while that transaction
+ * still has a kept event below T; every kept event after afterSeq comes from
+ * there. An afterSeq that is a real seq below T is always refused: its
+ * reader has not been told what was dropped.
  */
-export function refusePruned(afterSeq: bigint, row: PrunedColumns): void {
-  if (row.pruned_through === null || afterSeq >= BigInt(row.pruned_through)) return;
-  throw new EventsPrunedError(afterSeq, BigInt(row.pruned_through), row.oldest_kept === null ? null : BigInt(row.oldest_kept));
+export function refusePruned(afterSeq: bigint, row: PrunedColumns, acknowledged: bigint | null = null): bigint | null {
+  if (row.pruned_through === null) return acknowledged;
+  const through = BigInt(row.pruned_through);
+  if (afterSeq >= through || (acknowledged !== null && acknowledged >= through)) return acknowledged;
+  const next = row.pruned_next?.next != null ? BigInt(row.pruned_next.next) : null;
+  if (next !== null && next < through && afterSeq % X === X - 1n && next <= afterSeq + X) return through;
+  if (next === null || next > through) throw new EventsPrunedError(afterSeq, through, next);
+  throw new EventsPrunedError(afterSeq, (next / X) * X - 1n, BigInt(row.pruned_next!.first!));
+}
+
+/** Refuses an afterSeq at or above `ceiling`: no transaction of this cluster has made it yet. */
+export function refuseAhead(afterSeq: bigint, ceiling: bigint): void {
+  if (afterSeq >= ceiling) throw new SeqAheadError(afterSeq, ceiling);
 }
 
 export class LedgerReader {
@@ -62,6 +94,8 @@ export class LedgerReader {
    * committed before the read began has a smaller seq, so an announced seq at
    * or above the ceiling of a read that began after the announcement is not a
    * committed event. `startedAt` is when the (possibly shared) read began.
+   * Whether the read may resume there is the caller's to decide (refusePruned,
+   * refuseAhead), each with what it knows.
    */
   page(companyId: string, afterSeq: bigint, first: number): Promise<LedgerPage> {
     return this.shared(`page:${companyId}:${afterSeq}:${first}`, async () => {
@@ -69,8 +103,8 @@ export class LedgerReader {
       const row = await queryOne<{ events: LockEvent[]; horizon: string; ceiling: string } & PrunedColumns>(
         this.db,
         // READ_LEDGER_PAGE: only final events, below the snapshot's horizon (docs/events.md),
-        // computed once for the statement; and, in the same snapshot, whether retention
-        // dropped events after afterSeq (then the page is refused, not served short).
+        // computed once for the statement; and, in the same snapshot, what retention
+        // dropped after afterSeq (the reader may then be refused, not served short).
         named("READ_LEDGER_PAGE", sql`
           WITH h AS MATERIALIZED (SELECT baton_event_horizon() AS horizon, baton_event_ceiling() AS ceiling)
           SELECT coalesce((SELECT json_agg(p.event ORDER BY p.seq) FROM (
@@ -80,8 +114,8 @@ export class LedgerReader {
                  (SELECT horizon FROM h)::text AS horizon, (SELECT ceiling FROM h)::text AS ceiling,
                  ${prunedColumns(companyId, afterSeq)}`),
       );
-      refusePruned(afterSeq, row);
-      return { events: row.events, horizon: BigInt(row.horizon), ceiling: BigInt(row.ceiling), startedAt };
+      const pruned = { pruned_through: row.pruned_through, pruned_next: row.pruned_next };
+      return { events: row.events, horizon: BigInt(row.horizon), ceiling: BigInt(row.ceiling), startedAt, pruned };
     });
   }
 

@@ -17,6 +17,7 @@
 // nothing piles up on the server, and it catches up from the ledger later.
 import type { LockEvent } from "../domain/types.js";
 import type { EventBus } from "./bus.js";
+import { refuseAhead, refusePruned } from "./ledger.js";
 import type { LedgerPage, LedgerReader } from "./ledger.js";
 import type { LedgerWatcher } from "./watcher.js";
 
@@ -137,7 +138,7 @@ export class Announcements {
    * not exist), and what a read that began later proved impossible (at or
    * above its ceiling).
    */
-  settle(last: bigint, page: LedgerPage, complete: boolean): void {
+  settle(last: bigint, page: Pick<LedgerPage, "horizon" | "ceiling" | "startedAt">, complete: boolean): void {
     for (let i = this.list.length - 1; i >= 0; i--) {
       const a = this.list[i]!;
       if (a.seq <= last || (complete && a.seq < page.horizon) || (a.seq >= page.ceiling && page.startedAt > a.at)) this.list.splice(i, 1);
@@ -176,6 +177,7 @@ async function* streamEvents(
   control: Control,
 ): AsyncGenerator<LockEvent> {
   const pageSize = options.pageSize ?? 500;
+  const openedAt = performance.now();
   const matches = (e: LockEvent) =>
     (!filter.issueId || e.issueId === filter.issueId) && (!filter.agentId || e.agentId === filter.agentId);
   const bell = new Doorbell();
@@ -213,6 +215,10 @@ async function* streamEvents(
     // Subscribed first, then the starting point: nothing committed in between is missed.
     last = filter.afterSeq != null ? BigInt(filter.afterSeq) : await ledger.lastSeq(filter.companyId);
     dirty ||= filter.afterSeq != null; // (a reconnect while starting has set it already)
+    // The client's afterSeq, until a read begun after it came shows it below the ceiling (SEQ_AHEAD).
+    let unchecked = filter.afterSeq != null ? last : null;
+    // The newest dropped seq this stream resumed past at a point EVENTS_PRUNED offered (refusePruned).
+    let acknowledged: bigint | null = null;
     let retryMs = 0;
     let heldSince = 0;
     for (;;) {
@@ -227,6 +233,16 @@ async function* streamEvents(
       dirty = false;
       const before = last;
       const page = await ledger.page(filter.companyId, last, pageSize);
+      if (unchecked !== null) {
+        // A shared read begun before this stream has an older ceiling: only a later one decides.
+        if (unchecked >= page.ceiling && page.startedAt < openedAt) {
+          dirty = true;
+          continue;
+        }
+        refuseAhead(unchecked, page.ceiling);
+        unchecked = null;
+      }
+      acknowledged = refusePruned(before, page.pruned, acknowledged);
       for (const e of page.events) {
         if (control.closed) return;
         last = BigInt(e.seq);

@@ -9,7 +9,7 @@
 import { GraphQLError } from "graphql";
 import { SubscriptionOverflowError } from "../events/notices.js";
 import { LimitExceededError } from "../limits.js";
-import { EventsPrunedError, ForbiddenError, InvalidInputError, NotFoundError } from "../domain/errors.js";
+import { EventsPrunedError, ForbiddenError, InvalidInputError, NotFoundError, SeqAheadError } from "../domain/errors.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 import { RetriesExhaustedError, unavailability } from "../db/sql.js";
@@ -60,6 +60,9 @@ export function maskError(log: Logger, metrics: Metrics) {
         resumeAfterSeq: original.resumeAfterSeq.toString(),
         oldestAvailableSeq: original.oldestAvailableSeq?.toString() ?? null,
       });
+    }
+    if (original instanceof SeqAheadError) {
+      return clientError(original.message, { code: "SEQ_AHEAD", afterSeq: original.afterSeq.toString(), ceilingSeq: original.ceilingSeq.toString() });
     }
     if (original instanceof SubscriptionOverflowError) return clientError(original.message, { code: "SUBSCRIPTION_OVERFLOW" });
     if (original instanceof LimitExceededError) {

@@ -1,7 +1,8 @@
 // Read models for the queries. Every read is scoped to one company: an id from
 // another company reads as not found.
 import type { Queryable } from "../db/client.js";
-import { prunedColumns, refusePruned } from "../events/ledger.js";
+import { prunedColumns, refuseAhead, refusePruned } from "../events/ledger.js";
+import type { PrunedColumns } from "../events/ledger.js";
 import { agentJson, eventJson, issueJson, named, queryAll, queryOne, raw, runJson, sql } from "../db/sql.js";
 import type { Agent, Company } from "../domain/types.js";
 import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "../domain/types.js";
@@ -107,23 +108,37 @@ export async function listLockEvents(
   const pageOrder = raw(filter.newestFirst === true ? "p.seq DESC" : "p.seq");
   // Without afterSeq the page starts at the oldest event kept: nothing to refuse.
   const afterSeq = filter.afterSeq === null ? null : BigInt(filter.afterSeq);
-  const row = await queryOne<{ events: LockEvent[]; pruned_through: string | null; oldest_kept: string | null }>(
-    db,
-    // LIST_LOCK_EVENTS: only final events, below the snapshot's horizon (docs/events.md),
-    // so a reader that resumes after the last seq of a page never skips one; and one
-    // resuming where retention dropped events is refused (EVENTS_PRUNED), same snapshot.
-    named("LIST_LOCK_EVENTS", sql`SELECT coalesce((SELECT json_agg(p.event ORDER BY ${pageOrder}) FROM (
-         SELECT e.seq, ${eventJson("e")} AS event FROM lock_events e
-         WHERE e.company_id = ${companyId}::uuid
+  const matches = sql`e.company_id = ${companyId}::uuid
            AND e.seq > ${filter.afterSeq ?? "0"}::bigint
            AND e.seq < ${filter.beforeSeq ?? "9223372036854775807"}::bigint
            AND e.seq < (SELECT baton_event_horizon())
            AND (${filter.issueId ?? null}::uuid IS NULL OR e.issue_id = ${filter.issueId ?? null}::uuid)
-           AND (${filter.agentId ?? null}::uuid IS NULL OR e.agent_id = ${filter.agentId ?? null}::uuid)
+           AND (${filter.agentId ?? null}::uuid IS NULL OR e.agent_id = ${filter.agentId ?? null}::uuid)`;
+  // Read forward from below the newest dropped seq (a point EVENTS_PRUNED offered), a page also
+  // holds every kept event below that seq, past `first`: the next page then starts above it, where
+  // nothing is refused, however few events a page holds.
+  const beyond =
+    filter.newestFirst === true || afterSeq === null
+      ? sql`0`
+      : sql`(SELECT count(*)::int FROM lock_events e, lock_events_pruned x
+              WHERE x.company_id = ${companyId}::uuid AND e.seq < x.through_seq AND ${matches})`;
+  const row = await queryOne<{ events: LockEvent[]; ceiling: string } & PrunedColumns>(
+    db,
+    // LIST_LOCK_EVENTS: only final events, below the snapshot's horizon (docs/events.md),
+    // so a reader that resumes after the last seq of a page never skips one; and one
+    // resuming where retention dropped events (EVENTS_PRUNED), or after a seq this cluster
+    // has not made (SEQ_AHEAD), is refused: same snapshot.
+    named("LIST_LOCK_EVENTS", sql`SELECT coalesce((SELECT json_agg(p.event ORDER BY ${pageOrder}) FROM (
+         SELECT e.seq, ${eventJson("e")} AS event FROM lock_events e
+         WHERE ${matches}
          ORDER BY ${order}
-         LIMIT ${filter.first}::int) p), '[]'::json) AS events,
+         LIMIT ${filter.first}::int + ${beyond}) p), '[]'::json) AS events,
+       (SELECT baton_event_ceiling())::text AS ceiling,
        ${prunedColumns(companyId, afterSeq ?? 0n)}`),
   );
-  if (afterSeq !== null) refusePruned(afterSeq, row);
+  if (afterSeq !== null) {
+    refuseAhead(afterSeq, BigInt(row.ceiling));
+    refusePruned(afterSeq, row);
+  }
   return row.events;
 }
