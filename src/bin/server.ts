@@ -33,7 +33,14 @@ async function main() {
     limits: config.limits,
     corsOrigins: config.corsOrigins,
   });
-  const { url } = await app.start(config.port, config.host);
+  // A failure to serve (a busy PORT, say) stops what was started, the embedded PostgreSQL included, before the one line.
+  const { url } = await app.start(config.port, config.host).catch(async (err: unknown) => {
+    await app.stop().catch(() => {});
+    await bus.close().catch(() => {});
+    await db.close().catch(() => {});
+    await database.stop().catch(() => {});
+    throw err;
+  });
   onShutdown(log, async () => {
     await app.stop();
     await bus.close();

@@ -5,8 +5,10 @@
 // what cannot start says why in one line.
 import { execFileSync, spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
@@ -154,4 +156,32 @@ describe("starting", () => {
       holder.close();
     }
   });
+
+  it("a port already in use with the embedded PostgreSQL: the one line, and the PostgreSQL it started is stopped, not left running", async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    const dataDir = mkdtempSync(path.join(tmpdir(), "baton-busy-port-"));
+    chmodSync(dataDir, 0o755); // reachable by the postgres OS user: the data stays here
+    const pidFile = path.join(dataDir, "pg", "postmaster.pid");
+    try {
+      const taken = (holder.address() as AddressInfo).port;
+      const child = spawn(process.execPath, ["dist/bin/server.js"], {
+        cwd: ROOT,
+        env: { ...process.env, DATABASE_URL: "", BATON_DATA_DIR: dataDir, PORT: String(taken), REDIS_URL: "", BATON_ADMIN_TOKEN: "processes-admin-token-0123" },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      started.push(child);
+      let stderr = "";
+      child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+      const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+      expect(stderr).toContain('"msg":"using the embedded PostgreSQL');
+      expect(stderr.trim().split("\n").filter((line) => !line.startsWith("{"))).toEqual([expect.stringMatching(new RegExp(`^baton: could not start: port ${taken} on 127\\.0\\.0\\.1 is in use`))]);
+      expect(code).toBe(1);
+      expect(existsSync(pidFile)).toBe(false); // a PostgreSQL that shut down removes it
+    } finally {
+      holder.close();
+      if (existsSync(pidFile)) process.kill(Number(readFileSync(pidFile, "utf8").split("\n")[0]), "SIGKILL");
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
