@@ -263,7 +263,7 @@ describe("baton work -- COMMAND", () => {
     const first = baton(["work", "--", "sh", "-c", "echo started; exec sleep 30"], co.agents[0]!.client.token);
     await eventually(() => (first.stdout().includes("started") ? true : undefined), "the first command to start", 20_000);
     const firstRun = (await h.one<{ id: string }>("SELECT checkout_run_id AS id FROM issues WHERE id = $1", [id])).id;
-    process.kill(-first.child.pid!, "SIGKILL"); // the machine dies: the worker and its command at once
+    process.kill(-first.child.pid!, "SIGKILL"); // the worker dies (its watchdog then ends the command, in a group of its own)
     await first.exited;
     // Its lease runs out (backdated here rather than waited for), and recovery frees the issue.
     await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [firstRun]);
