@@ -4,7 +4,8 @@
 // Problem (its __typename and message on stderr); 2 bad usage (a `baton
 // work` COMMAND that cannot be started included);
 // 3 UNAUTHENTICATED or FORBIDDEN; 4 the server could not be reached;
-// 5 the ledger history asked for was pruned by retention (EVENTS_PRUNED).
+// 5 the ledger history asked for was pruned by retention (EVENTS_PRUNED);
+// 6 the seq asked to resume after is ahead of the server's ledger (SEQ_AHEAD).
 import { parseArgs } from "node:util";
 import { Baton, BatonError, DEFAULT_URL } from "../client/index.js";
 import { COMMANDS, MissingToken, Problem, Pruned, Usage } from "./commands.js";
@@ -23,7 +24,9 @@ Connection: --url or BATON_URL (default ${DEFAULT_URL}), --token or BATON_TOKEN.
 Exit codes: 0 done, 1 the server answered with a problem, 2 bad usage,
 3 unauthenticated or forbidden, 4 the server could not be reached,
 5 the ledger history asked for was pruned by retention (events: the message
-says which --after-seq continues with what is kept).
+says which --after-seq continues with what is kept),
+6 the --after-seq is ahead of every seq the server's database has made
+(restored or failed over to an older copy: start again without it).
 baton COMMAND --help: that command's options.
 `;
 
@@ -82,6 +85,7 @@ function exitCodeOf(err: unknown): { code: number; line: string } {
     if (err.code === "UNREACHABLE") return { code: 4, line: `baton: ${err.message}` };
     if (err.code === "BAD_USER_INPUT") return { code: 2, line: `baton: ${err.message}` };
     if (err.code === "EVENTS_PRUNED") return { code: 5, line: `baton: ${err.code}: ${err.message}` };
+    if (err.code === "SEQ_AHEAD") return { code: 6, line: `baton: ${err.code}: ${err.message}` };
     return { code: 1, line: `baton: ${err.code}: ${err.message}` };
   }
   return { code: 1, line: `baton: ${err instanceof Error ? err.message : String(err)}` };

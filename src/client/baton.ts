@@ -67,6 +67,24 @@ export class EventsPrunedError extends BatonError {
 }
 
 /**
+ * SEQ_AHEAD: a read that resumes after a seq the server's database has not
+ * made yet (lockEvents or lockChanges with afterSeq): it was restored or
+ * failed over to an older copy, or the seq is from another ledger. Every seq
+ * it has made is below `ceilingSeq`; start again from "0" or from now.
+ */
+export class SeqAheadError extends BatonError {
+  override name = "SeqAheadError";
+  readonly afterSeq: string;
+  readonly ceilingSeq: string;
+  constructor(message: string, errors: readonly { message: string; extensions?: Record<string, unknown> }[]) {
+    super(message, "SEQ_AHEAD", errors);
+    const extensions = errors[0]?.extensions ?? {};
+    this.afterSeq = String(extensions.afterSeq ?? "");
+    this.ceilingSeq = String(extensions.ceilingSeq ?? "");
+  }
+}
+
+/**
  * UNAUTHENTICATED: the token is not a key the server accepts (any more). A key
  * that worked and then gets this was revoked: rotated (rotateAgentKey,
  * rotateBoardKey), or its agent disabled (disableAgent). A worker ends with
@@ -79,17 +97,18 @@ export class UnauthenticatedError extends BatonError {
   }
 }
 
-/** The error for a GraphQL answer's errors: EventsPrunedError for EVENTS_PRUNED, UnauthenticatedError for UNAUTHENTICATED, else a BatonError with the first one's code. */
+/** The error for a GraphQL answer's errors: EventsPrunedError for EVENTS_PRUNED, SeqAheadError for SEQ_AHEAD, UnauthenticatedError for UNAUTHENTICATED, else a BatonError with the first one's code. */
 function batonErrorOf(errors: readonly { message: string; extensions?: Record<string, unknown> }[]): BatonError {
   const first = errors[0]!;
   const code = String(first.extensions?.code ?? "GRAPHQL_ERROR");
   if (code === "EVENTS_PRUNED") return new EventsPrunedError(first.message, errors);
+  if (code === "SEQ_AHEAD") return new SeqAheadError(first.message, errors);
   if (code === "UNAUTHENTICATED") return new UnauthenticatedError(first.message, errors);
   return new BatonError(first.message, code, errors);
 }
 
 /** Codes that end a subscription for good when graphql-ws throws them (an `error` message): resubscribing would be refused again. */
-const FINAL_CODES = new Set(["EVENTS_PRUNED", "UNAUTHENTICATED", "FORBIDDEN"]);
+const FINAL_CODES = new Set(["EVENTS_PRUNED", "SEQ_AHEAD", "UNAUTHENTICATED", "FORBIDDEN"]);
 
 /** The close code the API ends a WebSocket with once its key is revoked (after its subscriptions' UNAUTHENTICATED). */
 const KEY_REVOKED_CLOSE = 4403;
@@ -212,7 +231,8 @@ export class Baton {
    * return() is called); a refusal (a bad token, a foreign company) is thrown,
    * and so is UnauthenticatedError when the key is revoked mid-stream,
    * and so is EventsPrunedError when retention dropped events after the seq it
-   * would resume from (it does not retry: resuming there would skip them).
+   * would resume from (it does not retry: resuming there would skip them),
+   * and so is SeqAheadError when the server has not made that seq yet.
    * Started without afterSeq, it resumes exactly from its first event on;
    * a connection lost before that one starts again from then: pass a saved
    * seq, or "0", to miss nothing.

@@ -502,3 +502,19 @@ describe("ledger retention: history that was pruned", () => {
     expect(seqsOf(tail.stdout())).toHaveLength(1); // the event after the gap is not printed as if it followed on
   });
 });
+
+describe("a --after-seq ahead of the server's ledger (a restore, a failover)", () => {
+  it("events --after-seq S above every seq the database has made: one SEQ_AHEAD line, exit 6, with or without --follow; nothing printed", async () => {
+    const co = await createCompany(h, 1);
+    const ceiling = BigInt((await h.one<{ c: string }>("SELECT baton_event_ceiling()::text AS c")).c);
+    const ahead = (ceiling + (1000n << 20n)).toString();
+    for (const run of [baton(["events", "--after-seq", ahead], co.board.token), baton(["events", "--after-seq", ahead, "--follow", "--json"], co.board.token)]) {
+      expect(await run.exited).toBe(6);
+      expect(run.stderr().trim().split("\n")).toEqual([
+        expect.stringMatching(new RegExp(`^baton: SEQ_AHEAD: afterSeq ${ahead} is ahead of every seq this database has made \\(all are below \\d+\\): .* from "0"$`)),
+      ]);
+      expect(run.stdout()).toBe("");
+    }
+    expect(await ok(["--help"], null)).toMatch(/6 the --after-seq is ahead of every seq the server's database has made/);
+  });
+});
