@@ -236,7 +236,7 @@ it("a recovery sweep is a trace: one span, a child per step, the statements unde
   ]);
   const under = (step: string) => spans().filter((s) => parentId(s) === steps.find((x) => x.name === step)!.spanContext().spanId).map((s) => s.name);
   expect(under("recovery time out expired runs")).toContain("TIME_OUT_EXPIRED_RUNS");
-  expect(under("recovery time out busy expired runs")).toContain("TIME_OUT_BUSY_EXPIRED_RUNS");
+  expect(under("recovery time out busy expired runs")).toContain("BUSY_EXPIRED_RUNS");
   expect(under("recovery recover locks of dead runs")).toContain("RECOVER_LOCKS_OF_DEAD_RUNS");
   expect(steps.find((s) => s.name === "recovery recover locks of dead runs")!.attributes["baton.rows"]).toBeGreaterThanOrEqual(1);
 });

@@ -1,11 +1,13 @@
 // The recovery sweep (docs/operations.md, The recovery loop): dead runs never strand work.
 // Set-based steps, each repeated in bounded batches until nothing is left, so
 // a backlog never holds long row locks or blocks live claims: issue rows are
-// taken SKIP LOCKED (a row busy with a live claim is left for the next sweep),
-// and the one pass that waits for run rows waits at most a statement's time
+// taken SKIP LOCKED (a row busy with a live claim is left for the next sweep,
+// and never counts against a batch), and the one pass that waits for run rows
+// waits for each in its own transaction, all of them within a statement's time
 // (TIME_OUT_BUSY_EXPIRED_RUNS). Several sweepers may run at once against one database.
 import type { Db } from "../db/client.js";
 import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent } from "../db/sql.js";
+import type { Sql } from "../db/sql.js";
 import { commitChange } from "./commit.js";
 import type { EventSink } from "../domain/types.js";
 import { attemptsAfterDeath, recoveredKind, recoverLock, reopenOrEscalate } from "./fragments.js";
@@ -35,17 +37,15 @@ export interface SweepOptions {
  * lease first (the run is skipped, or fails the re-check) or finds the run
  * TIMED_OUT and answers RunNotActive.
  */
-const timeOutExpiredRuns = (batch: number) => timeOutExpired(batch, "skip");
-
-/** Both time-out passes: "skip" passes over run rows in use, oldest lease first; "wait" waits for them, in id order. */
-const timeOutExpired = (batch: number, busy: "skip" | "wait") => sql`
-  WITH expired AS (
-    SELECT r.id FROM heartbeat_runs r
+const timeOutExpiredRuns = (batch: number) =>
+  timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r
      WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()
-     ORDER BY ${raw(busy === "skip" ? "r.lease_expires_at" : "r.id")}
-     LIMIT ${batch}::int
-       FOR UPDATE ${raw(busy === "skip" ? "SKIP LOCKED" : "")}
-  ), timed_out AS (
+     ORDER BY r.lease_expires_at LIMIT ${batch}::int
+       FOR UPDATE SKIP LOCKED`);
+
+/** Both time-out statements: `expired` locks the runs to time out; the update re-checks each on its newest version. */
+const timeOutExpired = (expired: Sql) => sql`
+  WITH expired AS (${expired}), timed_out AS (
     UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
       FROM expired e WHERE r.id = e.id AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
     RETURNING r.id
@@ -53,19 +53,32 @@ const timeOutExpired = (batch: number, busy: "skip" | "wait") => sql`
   SELECT count(*)::int AS n FROM timed_out`;
 
 /**
- * TIME_OUT_BUSY_EXPIRED_RUNS. The expired runs TIME_OUT_EXPIRED_RUNS skipped
- * because another transaction held their row: most often the dead agent's own
- * claim or acquire, which reads its run FOR SHARE. Skipping them for ever
- * would leave their locks held for as long as the agent kept calling, so this
- * pass waits for each row instead, but only as long as a statement takes
- * (lock_timeout, BUSY_WAIT): a row held longer is left for the next sweep.
- * It locks run rows only, in id order, so it never deadlocks with another
- * sweeper; a CHECKOUT_IF_EXPECTED adopting from a dead holder also locks a
- * second run, and the rare cycle with it is broken by PostgreSQL and retried
- * (retryingAborts). It re-checks the lease on the newest row version, so a
- * heartbeat that landed first wins.
+ * BUSY_EXPIRED_RUNS. Invariant: lists, without locking, the expired RUNNING
+ * runs left after TIME_OUT_EXPIRED_RUNS (the ones whose row another
+ * transaction held), in id order, for TIME_OUT_BUSY_EXPIRED_RUNS to wait for.
  */
-const timeOutBusyExpiredRuns = (batch: number) => timeOutExpired(batch, "wait");
+const busyExpiredRuns = (batch: number) => sql`
+  SELECT coalesce(array_agg(x.id::text), '{}') AS ids FROM (
+    SELECT r.id FROM heartbeat_runs r
+     WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()
+     ORDER BY r.id LIMIT ${batch}::int
+  ) x`;
+
+/**
+ * TIME_OUT_BUSY_EXPIRED_RUNS. Invariant: TIME_OUT_EXPIRED_RUNS's, for one
+ * expired run it skipped because another transaction held its row: most often the dead agent's own
+ * claim or acquire, which reads its run FOR SHARE. Skipping it for ever
+ * would leave its locks held for as long as the agent kept calling, so this
+ * waits for the row instead, within its share of BUSY_WAIT_MS (lock_timeout),
+ * in a transaction of its own: a row held longer is left for the next sweep,
+ * and the runs after it are still waited for. Holding at most one run row and
+ * nothing else, it is never part of a deadlock. It re-checks the lease on the
+ * newest row version, so a heartbeat that landed first wins.
+ */
+const timeOutBusyExpiredRun = (runId: string) =>
+  timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r
+     WHERE r.id = ${runId}::uuid AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
+       FOR UPDATE`);
 
 /**
  * RECOVER_LOCKS_OF_DEAD_RUNS. Invariant: a lock whose run is alive is never
@@ -73,27 +86,25 @@ const timeOutBusyExpiredRuns = (batch: number) => timeOutExpired(batch, "wait");
  * from the snapshot (held by a terminal or missing run; a dead run stays dead,
  * so a stale candidate is only ever one whose lock moved on), and `locked`
  * re-checks on the newest row version that the lock still points at that same
- * dead run, skipping rows a live transaction holds. A CLAIMED holder that died
+ * dead run, skipping rows a live transaction holds. The batch's LIMIT counts
+ * only the rows `locked` took, so however many rows other sessions hold, a
+ * batch takes every other dead lock up to its size. A CLAIMED holder that died
  * spent an attempt; an issue left without one is ESCALATED instead of OPEN.
  * `locked` probes the primary key once per candidate (LATERAL): a join here
  * was planned as a hash join over a scan of the whole issues table, per batch.
  */
 const recoverDeadLocks = (batch: number) => sql`
   WITH gate AS (SELECT pg_advisory_xact_lock(${SWEEP_LOCK_KEY}::bigint)),
-  candidates AS (
-    SELECT i.id, i.checkout_run_id AS dead_run, h.agent_id, h.status AS run_status
-      FROM gate, issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
-     WHERE i.checkout_run_id IS NOT NULL AND (h.id IS NULL OR h.status <> 'RUNNING')
-     LIMIT ${batch}::int
-  ),
   locked AS (
-    SELECT l.id, c.dead_run, c.agent_id, c.run_status
-      FROM candidates c
+    SELECT l.id, c.checkout_run_id AS dead_run, h.agent_id, h.status AS run_status
+      FROM gate, issues c LEFT JOIN heartbeat_runs h ON h.id = c.checkout_run_id
       CROSS JOIN LATERAL (
         SELECT i.id FROM issues i
-         WHERE i.id = c.id AND i.checkout_run_id = c.dead_run
+         WHERE i.id = c.id AND i.checkout_run_id = c.checkout_run_id
            FOR UPDATE SKIP LOCKED
       ) l
+     WHERE c.checkout_run_id IS NOT NULL AND (h.id IS NULL OR h.status <> 'RUNNING')
+     LIMIT ${batch}::int
   ),
   changed AS (
     UPDATE issues i
@@ -111,21 +122,16 @@ const recoverDeadLocks = (batch: number) => sql`
 /**
  * ESCALATE_EXHAUSTED_OPEN. Invariant: an OPEN issue with no attempt left
  * becomes ESCALATED (e.g. after the board lowered maxAttempts), one event each.
+ * Rows another transaction holds are passed over (SKIP LOCKED) before the
+ * LIMIT counts, and the guard is re-checked on each row's newest version.
  */
 const escalateExhausted = (batch: number) => sql`
   WITH gate AS (SELECT pg_advisory_xact_lock(${SWEEP_LOCK_KEY}::bigint)),
-  candidates AS (
+  locked AS (
     SELECT i.id FROM gate, issues i
      WHERE i.status = 'OPEN' AND i.attempt_count >= i.max_attempts
      LIMIT ${batch}::int
-  ),
-  locked AS (
-    SELECT l.id FROM candidates c
-      CROSS JOIN LATERAL (
-        SELECT i.id FROM issues i
-         WHERE i.id = c.id AND i.status = 'OPEN' AND i.attempt_count >= i.max_attempts
-           FOR UPDATE SKIP LOCKED
-      ) l
+       FOR UPDATE OF i SKIP LOCKED
   ),
   changed AS (
     UPDATE issues i SET status = 'ESCALATED', ${raw(stampEvent("i"))}, updated_at = now()
@@ -206,20 +212,34 @@ export function previewSweep(db: Db, limit = 100): Promise<SweepPreview> {
   return queryOne<SweepPreview>(db, preview(limit));
 }
 
-/** How long TIME_OUT_BUSY_EXPIRED_RUNS waits for a run row: a statement's time, not an idle session's. */
-const BUSY_WAIT = "5s";
+/** How long TIME_OUT_BUSY_EXPIRED_RUNS waits for run rows in one sweep, all of them together: a statement's time, not an idle session's. */
+const BUSY_WAIT_MS = 5_000;
 
 /**
- * TIME_OUT_BUSY_EXPIRED_RUNS within a lock_timeout: a row held longer (an
- * operator's idle transaction, say) is left for the next sweep, and the rest
- * of the sweep goes on. Returns how many runs it timed out.
+ * The busy expired runs, each waited for in its own transaction with an even
+ * share of what is left of BUSY_WAIT_MS (lock_timeout): a row held longer (an
+ * operator's idle transaction, say) is left for the next sweep, and neither
+ * the runs after it nor the rest of the sweep wait for it. Returns how many
+ * runs it timed out.
  */
 async function timeOutBusy(db: Db, batch: number): Promise<number> {
+  const { ids } = await queryOne<{ ids: string[] }>(db, named("BUSY_EXPIRED_RUNS", busyExpiredRuns(batch)));
+  const deadline = Date.now() + BUSY_WAIT_MS;
+  let rows = 0;
+  for (const [i, runId] of ids.entries()) {
+    // lock_timeout 0 would wait for ever: a spent budget still waits 1 ms.
+    const waitMs = Math.max(1, Math.floor((deadline - Date.now()) / (ids.length - i)));
+    rows += await timeOutBusyRun(db, runId, waitMs);
+  }
+  return rows;
+}
+
+async function timeOutBusyRun(db: Db, runId: string, waitMs: number): Promise<number> {
   try {
     return await retryingAborts(() =>
       db.$transaction(async (tx) => {
-        await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${BUSY_WAIT}'`);
-        return (await queryOneInTransaction<{ n: number }>(tx, named("TIME_OUT_BUSY_EXPIRED_RUNS", timeOutBusyExpiredRuns(batch)))).n;
+        await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${waitMs}ms'`);
+        return (await queryOneInTransaction<{ n: number }>(tx, named("TIME_OUT_BUSY_EXPIRED_RUNS", timeOutBusyExpiredRun(runId)))).n;
       }, { maxWait: 10_000, timeout: 30_000 }),
     );
   } catch (err) {
@@ -265,14 +285,7 @@ async function sweepSteps(db: Db, events: EventSink, options: SweepOptions): Pro
       if (n < batch || stop()) return rows;
     }
   });
-  counts.timedOutRuns += await step("time out busy expired runs", async () => {
-    let rows = 0;
-    for (;;) {
-      const n = await timeOutBusy(db, batch);
-      rows += n;
-      if (n < batch || stop()) return rows;
-    }
-  });
+  counts.timedOutRuns += await step("time out busy expired runs", () => timeOutBusy(db, batch));
   for (const [name, label, change] of [
     ["RECOVER_LOCKS_OF_DEAD_RUNS", "recover locks of dead runs", recoverDeadLocks],
     ["ESCALATE_EXHAUSTED_OPEN", "escalate exhausted open issues", escalateExhausted],
