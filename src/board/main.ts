@@ -301,6 +301,16 @@ async function board(session: Session) {
       void Promise.all([readIssues(), readAgents(), readRuns()]).catch(signOutIfRefused);
       store.changed();
     },
+    // The server's ledger is behind the board's place (its database was restored or failed over to an
+    // older copy): what the board shows may not have happened there. It reads everything again, from now.
+    async ahead() {
+      setLive("reconnecting", ` (the server has no event #${store.lastSeq}; reloading)`);
+      const { lockEvents: fresh } = await api.request(BoardTailDocument, { companyId: session.companyId, beforeSeq: null });
+      store.restartTail(fresh, "0");
+      notice("The server's ledger is behind what the board had read (its database was restored or failed over); the board reloaded from now.");
+      void Promise.all([readIssues(), readAgents(), readRuns()]).catch(signOutIfRefused);
+      store.changed();
+    },
     next({ lockChanged }) {
       const { issue, ...event } = lockChanged;
       if (!store.apply(event, issue, Date.now())) return;
@@ -340,7 +350,7 @@ async function follow<R, V>(
   api: Api,
   document: Doc<R, V>,
   variables: () => V,
-  on: { opened(): void; next(data: R): void; dropped(problem: string): void; pruned?(through: string): Promise<void> },
+  on: { opened(): void; next(data: R): void; dropped(problem: string): void; pruned?(through: string): Promise<void>; ahead?(): Promise<void> },
 ) {
   for (let attempt = 0; ; attempt++) {
     let problem = "";
@@ -371,6 +381,14 @@ async function follow<R, V>(
       if (through !== null && on.pruned) {
         problem = "";
         await on.pruned(through).catch((e: unknown) => {
+          if (refused(e)) signOutIfRefused(e);
+          problem = e instanceof ApiError && e.code !== "UNREACHABLE" ? `: ${e.message}` : "";
+        });
+      }
+      // SEQ_AHEAD: the server has not made the board's afterSeq (a restore, a failover): the same afterSeq is refused again.
+      if (err instanceof ApiError && err.code === "SEQ_AHEAD" && on.ahead) {
+        problem = "";
+        await on.ahead().catch((e: unknown) => {
           if (refused(e)) signOutIfRefused(e);
           problem = e instanceof ApiError && e.code !== "UNREACHABLE" ? `: ${e.message}` : "";
         });

@@ -463,6 +463,53 @@ it("ledger retention: a company whose every event was pruned loads, goes live wi
   }
 });
 
+it("a restored ledger: a live stream refused with SEQ_AHEAD reloads from now, says so, and stays live", async () => {
+  const restored = await createCompany(h, 1);
+  const agent = restored.agents[0]!;
+  const { createIssue } = await restored.board.ok(Ops.CreateIssueDocument, { input: { title: "After a restore", assigneeAgentId: agent.id, priority: "LOW" } });
+  const restoredRun = (await agent.client.ok(Ops.StartRunDocument)).startRun.id;
+  const ahead = (BigInt((await h.one<{ c: string }>("SELECT baton_event_ceiling()::text AS c")).c) + (1000n << 20n)).toString();
+  const other = await browser.newPage();
+  // Every ask of the lock stream, with its afterSeq; once armed, the next one asks after `ahead`,
+  // as a board does whose place the server's database no longer has.
+  const asks: string[] = [];
+  let armed = false;
+  await other.route("**/graphql", async (route) => {
+    const body = route.request().postData() ?? "";
+    if (!body.includes("BoardLive")) return route.continue();
+    const parsed = JSON.parse(body) as { variables: { afterSeq: string } };
+    if (armed) {
+      armed = false;
+      parsed.variables.afterSeq = ahead;
+    }
+    asks.push(String(parsed.variables.afterSeq));
+    return route.continue({ postData: JSON.stringify(parsed) });
+  });
+  try {
+    await other.goto(`${origin}/board`);
+    await other.getByLabel("Board key").fill(restored.board.token!);
+    await other.getByRole("button", { name: "Sign in" }).click();
+    await other.locator("#board[data-loaded='1']").waitFor();
+    await expect.poll(() => other.locator("#live").innerText(), { timeout: 15_000 }).toBe("Live");
+    armed = true;
+    proxy.cut();
+    await expect.poll(() => other.locator("#notice").isVisible(), { timeout: 15_000 }).toBe(true);
+    expect(await other.locator("#notice-text").innerText()).toBe(
+      "The server's ledger is behind what the board had read (its database was restored or failed over); the board reloaded from now.",
+    );
+    await expect.poll(() => other.locator("#live").innerText(), { timeout: 15_000 }).toBe("Live");
+    const refusedAt = asks.indexOf(ahead);
+    expect(refusedAt).toBeGreaterThanOrEqual(0);
+    expect(asks.slice(refusedAt + 1).length).toBeGreaterThan(0);
+    // Live from now: a claim committed after the reload arrives as it commits.
+    await agent.client.ok(Ops.ClaimIssueDocument, { runId: restoredRun, issueId: createIssue.id });
+    const restoredCell = other.locator("#issues-body tr", { has: other.getByRole("button", { name: "After a restore", exact: true }) }).locator("td").nth(0);
+    await expect.poll(() => restoredCell.innerText(), { timeout: 5000 }).toBe("CLAIMED");
+  } finally {
+    await other.close();
+  }
+});
+
 it("agents: rotates an agent's key from the page, shown once with a copy button; the new key works, the old one is refused, and the page keeps it nowhere", async () => {
   const agent = co.agents[0]!;
   const oldKey = agent.client.token!;
