@@ -12,10 +12,10 @@
 //     the database decides); open subscriptions are ended only for keys the
 //     database confirms revoked;
 //   - the revocation poll, every BATON_LEDGER_POLL_MS: the keys revoked by
-//     transactions at or above the horizon of the previous poll (every
-//     transaction below it has ended, so none is missed), whatever happened
-//     to pub/sub. A Redis outage keeps a revoked key alive one interval at
-//     most.
+//     transactions the previous poll's snapshot could not see (running then,
+//     or not yet begun), so each committed revocation is read once, whatever
+//     happened to pub/sub and however long other transactions stay open. A
+//     Redis outage keeps a revoked key alive one interval at most.
 import type { Db } from "../db/client.js";
 import type { EventBus } from "../events/bus.js";
 import { named, queryOne, sql } from "../db/sql.js";
@@ -94,8 +94,8 @@ export class KeyRevocations {
 
   /**
    * Empties every key cache and asks the database about every key something
-   * is watching (the revocation poll, when it could not read its horizon at
-   * start: a key revoked before that horizon would never be reported by a poll).
+   * is watching (the revocation poll, when it could not read its snapshot at
+   * start: a key revoked before that snapshot would never be reported by a poll).
    */
   async forgetAll(): Promise<void> {
     this.generation++;
@@ -155,15 +155,16 @@ export class KeyRevocations {
 }
 
 /**
- * The revocation poll (REVOKED_SINCE). start() reads the horizon before the
- * instance serves: a key revoked before that is refused by every lookup, one
- * revoked after is found by a poll. If the database cannot be reached then,
- * the instance serves all the same (it answers UNAVAILABLE), and the first
- * poll that reads a horizon empties the key cache: whatever it held may have
- * been revoked before that horizon.
+ * The revocation poll (REVOKED_SINCE). start() reads a snapshot before the
+ * instance serves: a key revoked by a transaction it sees is refused by every
+ * lookup, one revoked by a transaction it does not see is found by a poll. If
+ * the database cannot be reached then, the instance serves all the same (it
+ * answers UNAVAILABLE), and the first poll that reads a snapshot empties the
+ * key cache: whatever it held may have been revoked before that snapshot.
  */
 export class RevocationPoll {
-  private horizon: string | null = null;
+  /** The previous poll's snapshot (pg_snapshot text): what it could see has been read. */
+  private seen: string | null = null;
   private timer: NodeJS.Timeout | null = null;
   private polling = false;
   private lastWarning = 0;
@@ -187,22 +188,31 @@ export class RevocationPoll {
     if (this.polling) return;
     this.polling = true;
     try {
-      if (this.horizon === null) {
-        const row = await queryOne<{ horizon: string }>(this.db, sql`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon`);
-        this.horizon = row.horizon;
+      if (this.seen === null) {
+        // REVOCATION_SNAPSHOT. Invariant: every revocation this snapshot sees is
+        // in the database before the instance serves; REVOKED_SINCE reads the rest.
+        const row = await queryOne<{ snapshot: string }>(this.db, named("REVOCATION_SNAPSHOT", sql`SELECT pg_current_snapshot()::text AS snapshot`));
+        this.seen = row.snapshot;
         await this.revocations.forgetAll();
         return;
       }
-      // REVOKED_SINCE: keys revoked by a transaction that had not ended at the
-      // last poll (revoked_xid >= its horizon), and this snapshot's horizon.
-      const row = await queryOne<{ horizon: string; ids: string[] }>(
+      // REVOKED_SINCE. Invariant: reads each committed revocation once, in the
+      // first poll whose snapshot sees it: the keys revoked by a transaction
+      // the previous snapshot did not see, i.e. one that had not begun (xid at
+      // or above its xmax) or was running (in its xip list). Transactions it
+      // saw end are not read again, so one left open anywhere in the cluster
+      // (another database's, a prepared one) costs an index probe, not a
+      // re-read of every key revoked since it began.
+      const row = await queryOne<{ snapshot: string; ids: string[] }>(
         this.db,
         named("REVOKED_SINCE", sql`
-          SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
-                 coalesce((SELECT array_agg(k.id::text) FROM api_keys k WHERE k.revoked_xid >= ${this.horizon}::xid8), '{}') AS ids`),
+          SELECT pg_current_snapshot()::text AS snapshot,
+                 coalesce((SELECT array_agg(k.id::text) FROM api_keys k
+                            WHERE k.revoked_xid >= pg_snapshot_xmax(${this.seen}::pg_snapshot)
+                               OR k.revoked_xid = ANY(ARRAY(SELECT pg_snapshot_xip(${this.seen}::pg_snapshot)))), '{}') AS ids`),
       );
       this.revocations.revokedKeys(row.ids, "poll");
-      this.horizon = row.horizon;
+      this.seen = row.snapshot;
     } catch (err) {
       if (Date.now() - this.lastWarning > 60_000) {
         this.lastWarning = Date.now();
