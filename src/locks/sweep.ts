@@ -3,8 +3,8 @@
 // a backlog never holds long row locks or blocks live claims: issue rows are
 // taken SKIP LOCKED (a row busy with a live claim is left for the next sweep,
 // and never counts against a batch), and the one pass that waits for run rows
-// waits for each in its own transaction, all of them within a statement's time
-// (TIME_OUT_BUSY_EXPIRED_RUNS). Several sweepers may run at once against one database.
+// waits for each behind a savepoint of its own, all of them within a
+// statement's time (TIME_OUT_BUSY_EXPIRED_RUNS). Several sweepers may run at once against one database.
 import type { Db } from "../db/client.js";
 import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent } from "../db/sql.js";
 import type { Sql } from "../db/sql.js";
@@ -70,10 +70,14 @@ const busyExpiredRuns = (batch: number) => sql`
  * claim or acquire, which reads its run FOR SHARE. Skipping it for ever
  * would leave its locks held for as long as the agent kept calling, so this
  * waits for the row instead, within its share of BUSY_WAIT_MS (lock_timeout),
- * in a transaction of its own: a row held longer is left for the next sweep,
- * and the runs after it are still waited for. Holding at most one run row and
- * nothing else, it is never part of a deadlock. It re-checks the lease on the
- * newest row version, so a heartbeat that landed first wins.
+ * behind a savepoint of its own: a row held longer is left for the next sweep,
+ * and the runs after it are still waited for. The busy runs of one sweep are
+ * timed out in one transaction, as one step of the sweep. It locks run rows
+ * only, in id order, so it never deadlocks with another sweeper; a
+ * CHECKOUT_IF_EXPECTED adopting from a dead holder also locks a second run,
+ * and the rare cycle with it is broken by PostgreSQL and retried
+ * (retryingAborts). It re-checks the lease on the newest row version, so a
+ * heartbeat that landed first wins.
  */
 const timeOutBusyExpiredRun = (runId: string) =>
   timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r
@@ -216,36 +220,35 @@ export function previewSweep(db: Db, limit = 100): Promise<SweepPreview> {
 const BUSY_WAIT_MS = 5_000;
 
 /**
- * The busy expired runs, each waited for in its own transaction with an even
- * share of what is left of BUSY_WAIT_MS (lock_timeout): a row held longer (an
+ * The busy expired runs, each waited for behind a savepoint with an even share
+ * of what is left of BUSY_WAIT_MS (lock_timeout): a row held longer (an
  * operator's idle transaction, say) is left for the next sweep, and neither
  * the runs after it nor the rest of the sweep wait for it. Returns how many
  * runs it timed out.
  */
 async function timeOutBusy(db: Db, batch: number): Promise<number> {
   const { ids } = await queryOne<{ ids: string[] }>(db, named("BUSY_EXPIRED_RUNS", busyExpiredRuns(batch)));
+  if (ids.length === 0) return 0;
   const deadline = Date.now() + BUSY_WAIT_MS;
-  let rows = 0;
-  for (const [i, runId] of ids.entries()) {
-    // lock_timeout 0 would wait for ever: a spent budget still waits 1 ms.
-    const waitMs = Math.max(1, Math.floor((deadline - Date.now()) / (ids.length - i)));
-    rows += await timeOutBusyRun(db, runId, waitMs);
-  }
-  return rows;
-}
-
-async function timeOutBusyRun(db: Db, runId: string, waitMs: number): Promise<number> {
-  try {
-    return await retryingAborts(() =>
-      db.$transaction(async (tx) => {
+  return retryingAborts(() =>
+    db.$transaction(async (tx) => {
+      let rows = 0;
+      for (const [i, runId] of ids.entries()) {
+        // lock_timeout 0 would wait for ever: a spent budget still waits 1 ms.
+        const waitMs = Math.max(1, Math.floor((deadline - Date.now()) / (ids.length - i)));
         await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${waitMs}ms'`);
-        return (await queryOneInTransaction<{ n: number }>(tx, named("TIME_OUT_BUSY_EXPIRED_RUNS", timeOutBusyExpiredRun(runId)))).n;
-      }, { maxWait: 10_000, timeout: 30_000 }),
-    );
-  } catch (err) {
-    if (/55P03|lock timeout/.test(JSON.stringify((err as { meta?: unknown })?.meta ?? {}) + String((err as Error)?.message))) return 0;
-    throw err;
-  }
+        await tx.$executeRawUnsafe("SAVEPOINT busy_run");
+        try {
+          rows += (await queryOneInTransaction<{ n: number }>(tx, named("TIME_OUT_BUSY_EXPIRED_RUNS", timeOutBusyExpiredRun(runId)))).n;
+          await tx.$executeRawUnsafe("RELEASE SAVEPOINT busy_run");
+        } catch (err) {
+          if (!/55P03|lock timeout/.test(JSON.stringify((err as { meta?: unknown })?.meta ?? {}) + String((err as Error)?.message))) throw err;
+          await tx.$executeRawUnsafe("ROLLBACK TO SAVEPOINT busy_run");
+        }
+      }
+      return rows;
+    }, { maxWait: 10_000, timeout: 30_000 }),
+  );
 }
 
 /**
