@@ -386,6 +386,8 @@ it("ledger retention: after a drop past which history was pruned, it reloads (no
   };
   page.on("request", onRequest);
   try {
+    // (a reconnect's ask may be sent while the proxy holds it, before the pruning: count from the cut)
+    const asked = liveAsks.length;
     proxy.paused = true;
     proxy.cut();
     await expect.poll(() => page.locator("#live").innerText()).toContain("Reconnecting");
@@ -395,7 +397,6 @@ it("ledger retention: after a drop past which history was pruned, it reloads (no
     const through = (await h.ledgerSeqs(co.id)).at(-1)!;
     await h.sql("DELETE FROM lock_events WHERE company_id = $1 AND seq <= $2", [co.id, through]);
     await h.sql("INSERT INTO lock_events_pruned (company_id, through_seq) VALUES ($1, $2)", [co.id, through]);
-    const asked = liveAsks.length;
     proxy.paused = false;
 
     // The notice, the claim it could only learn by reading the issues again, and live again.
@@ -403,10 +404,11 @@ it("ledger retention: after a drop past which history was pruned, it reloads (no
     expect(await page.locator("#notice-text").innerText()).toBe(`Events up to #${through} were pruned by retention before the board had read them; the board reloaded.`);
     await expect.poll(() => cell("Claimed while pruned", 0).innerText(), { timeout: 15_000 }).toBe("CLAIMED");
     await expect.poll(() => page.locator("#live").innerText(), { timeout: 15_000 }).toBe("Live");
-    // It asked once from its old place (refused), then from past the pruned history, and not again.
+    // It asked from its old place (refused), then once from past the pruned history, and not from the old place again.
     const after = liveAsks.slice(asked);
-    expect(after.filter((seq) => BigInt(seq) < BigInt(through))).toHaveLength(1);
-    expect(after.at(-1)).toBe(through);
+    const lastOld = after.findLastIndex((seq) => BigInt(seq) < BigInt(through));
+    expect(lastOld).toBeGreaterThanOrEqual(0);
+    expect(after.slice(lastOld + 1)).toEqual([through]);
 
     // Still live: a change after the pruning arrives as it commits, on the same subscription.
     const opened = liveAsks.length;
