@@ -9,7 +9,6 @@
 //     machine's shared server);
 //   - Redis killed and restarted, again and again (a private redis-server).
 import { execFile } from "node:child_process";
-import net from "node:net";
 import { promisify } from "node:util";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
@@ -25,7 +24,7 @@ import { startLoad } from "./helpers/load.js";
 import type { LoadOutcome } from "./helpers/load.js";
 import { startPgProxy } from "./helpers/pgProxy.js";
 import { eventually } from "./helpers/race.js";
-import { PrivateRedis } from "./helpers/redis.js";
+import { PrivateRedis, freePort } from "./helpers/redis.js";
 import { startServerProcess } from "./helpers/serverProcess.js";
 import type { ServerProcess } from "./helpers/serverProcess.js";
 
@@ -96,14 +95,6 @@ async function settled(databaseUrl: string, co: Company, outcome: LoadOutcome) {
   expect(await checkHistory(databaseUrl, co.id, outcome.told)).toEqual([]);
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 describe("under load, nothing stays held or half-released and the history checker finds no violation, through", () => {
   it("SIGKILL of one of two API instances", async () => {

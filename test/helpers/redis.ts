@@ -6,7 +6,8 @@ import net from "node:net";
 import { Redis } from "ioredis";
 import { eventually } from "./race.js";
 
-async function freePort(): Promise<number> {
+/** A TCP port on 127.0.0.1 that nothing listens on right now. */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.on("error", reject);

@@ -8,6 +8,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, expect, it } from "vitest";
+import { freePort } from "../helpers/redis.js";
 
 const SCRIPT = path.resolve(import.meta.dirname, "../../scripts/test-prerequisites.sh");
 const NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
@@ -37,16 +38,6 @@ function run(command: string[], env: Record<string, string | undefined> = {}): P
 
 const prepare = (env: Record<string, string | undefined> = {}, prefix: string[] = []) => run([...prefix, "/bin/bash", SCRIPT], env);
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as net.AddressInfo).port;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** A PATH of only these programs (and what the script itself uses), so everything else is "not installed". */
 function pathWith(programs: string[], fakes: Record<string, string> = {}): string {
