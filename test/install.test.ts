@@ -3,7 +3,7 @@
 // admit the running Node or npm; the lockfile records each package's range,
 // so checking them all against the oldest Node and npm we support is the
 // same test without a 30-second install.
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import semver from "semver";
 import { expect, it } from "vitest";
@@ -39,4 +39,12 @@ it("records why each override exists", () => {
   // explain is one nobody dares remove. docs/development.md says why.
   const docs = readFileSync(path.join(root, "docs/development.md"), "utf8");
   for (const name of Object.keys(pkg.overrides ?? {})) expect(docs, name).toContain(`\`${name}\``);
+});
+
+it("builds the CLI as an executable file, which npx baton runs directly", () => {
+  // npm's `npx baton` in the checkout execs package.json's bin as it is: without
+  // its execute bits it answers "baton: Permission denied" (tsc writes 0644)
+  const bin = path.join(root, (pkg as { bin: Record<string, string> }).bin.baton!);
+  expect(readFileSync(bin, "utf8").startsWith("#!/usr/bin/env node\n")).toBe(true);
+  expect(statSync(bin).mode & 0o111).toBe(0o111);
 });
