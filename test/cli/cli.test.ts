@@ -1,7 +1,6 @@
 // The `baton` CLI as users run it (node dist/cli/main.js, what `npx baton`
 // runs), against a real server: its exit codes, its commands, and
 // `baton work -- COMMAND` turning a shell command into a worker.
-import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,10 +8,11 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sweep } from "../../src/locks/sweep.js";
 import { ADMIN_TOKEN, claimingAgent, createCompany, Ops, startHarness } from "../helpers/harness.js";
-import type { Company, Harness } from "../helpers/harness.js";
+import type { Harness } from "../helpers/harness.js";
 import { eventually } from "../helpers/race.js";
+import { assignedIssues, killGroups, spawnBaton } from "../helpers/cli.js";
+import type { Ran } from "../helpers/cli.js";
 
-const ROOT = path.resolve(import.meta.dirname, "../..");
 let h: Harness;
 const scratch = mkdtempSync(path.join(tmpdir(), "baton-cli-"));
 const children: ChildProcess[] = [];
@@ -21,37 +21,15 @@ beforeAll(async () => {
   h = await startHarness();
 });
 afterAll(async () => {
-  for (const c of children) {
-    try {
-      process.kill(-c.pid!, "SIGKILL"); // the CLI and any command it started
-    } catch {
-      // already gone
-    }
-  }
+  killGroups(children.map((c) => c.pid!)); // the CLI and any command it started
   rmSync(scratch, { recursive: true, force: true });
   await h?.close();
 });
 
-interface Ran {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<number | null>;
-}
-
 function baton(args: string[], token: string | null, env: Record<string, string> = {}): Ran {
-  const child = spawn(process.execPath, ["dist/cli/main.js", ...args], {
-    cwd: ROOT,
-    detached: true, // a process group of its own, with the commands it starts
-    env: { ...process.env, BATON_URL: h.url, BATON_TOKEN: token ?? "", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  children.push(child);
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.on("data", (c: Buffer) => (stdout += c.toString()));
-  child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
-  return { child, stdout: () => stdout, stderr: () => stderr, exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
+  const ran = spawnBaton(h.url, args, token, { env });
+  children.push(ran.child);
+  return ran;
 }
 
 async function ok(args: string[], token: string | null): Promise<string> {
@@ -61,12 +39,7 @@ async function ok(args: string[], token: string | null): Promise<string> {
   return run.stdout();
 }
 
-async function issues(co: Company, n: number, input: Record<string, unknown> = {}) {
-  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
-    inputs: Array.from({ length: n }, (_, i) => ({ title: `job ${i}`, assigneeAgentId: co.agents[0]!.id, ...input })),
-  });
-  return createIssues.map((i) => i.id);
-}
+const issues = assignedIssues;
 
 const statusOf = async (id: string) => (await h.one<{ status: string }>("SELECT status FROM issues WHERE id = $1", [id])).status;
 

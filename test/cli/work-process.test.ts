@@ -4,17 +4,17 @@
 // drains, letting the command finish; and a worker that dies takes its
 // commands with it. Each `baton` here leads a process group of its own, as a
 // terminal's foreground job does.
-import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { chmodSync, closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createCompany, Ops, startHarness } from "../helpers/harness.js";
-import type { Company, Harness } from "../helpers/harness.js";
+import { createCompany, startHarness } from "../helpers/harness.js";
+import type { Harness } from "../helpers/harness.js";
 import { eventually } from "../helpers/race.js";
+import { assignedIssues, killGroups, spawnBaton } from "../helpers/cli.js";
+import type { Ran } from "../helpers/cli.js";
 
-const ROOT = path.resolve(import.meta.dirname, "../..");
 let h: Harness;
 const scratch = mkdtempSync(path.join(tmpdir(), "baton-work-"));
 const children: ChildProcess[] = [];
@@ -24,47 +24,19 @@ beforeAll(async () => {
   h = await startHarness();
 });
 afterAll(async () => {
-  for (const pid of [...children.map((c) => c.pid!), ...commandPids]) {
-    try {
-      process.kill(-pid, "SIGKILL");
-    } catch {
-      // already gone
-    }
-  }
+  killGroups([...children.map((c) => c.pid!), ...commandPids]);
   rmSync(scratch, { recursive: true, force: true });
   await h?.close();
 });
 
-interface Ran {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<number | null>;
-}
-
 /** `baton ARGS` as the leader of its own process group; `npx` runs it as a user types `npx baton …`. */
 function baton(args: string[], token: string, options: { npx?: boolean } = {}): Ran {
-  const [file, argv] = options.npx ? ["npx", ["baton", ...args]] : [process.execPath, ["dist/cli/main.js", ...args]];
-  const child = spawn(file, argv, {
-    cwd: ROOT,
-    detached: true,
-    env: { ...process.env, BATON_URL: h.url, BATON_TOKEN: token },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  children.push(child);
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.on("data", (c: Buffer) => (stdout += c.toString()));
-  child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
-  return { child, stdout: () => stdout, stderr: () => stderr, exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
+  const ran = spawnBaton(h.url, args, token, options);
+  children.push(ran.child);
+  return ran;
 }
 
-async function issues(co: Company, n: number, input: Record<string, unknown> = {}) {
-  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
-    inputs: Array.from({ length: n }, (_, i) => ({ title: `job ${i}`, assigneeAgentId: co.agents[0]!.id, ...input })),
-  });
-  return createIssues.map((i) => i.id);
-}
+const issues = assignedIssues;
 
 const rows = (ids: string[]) =>
   h.sql<{ status: string; attempt_count: number }>("SELECT status, attempt_count FROM issues WHERE id = ANY($1) ORDER BY id", [ids]);
