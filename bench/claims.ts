@@ -8,7 +8,7 @@
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { named } from "../src/db/sql.js";
-import { claimNextForEachStatement } from "../src/locks/claimNextForEach.js";
+import { claimNextForEachStatement } from "../src/locks/claim/claimNextForEach.js";
 import { fixture } from "./fixture.js";
 import { cpuSeconds, gql, load, postgresCpuSeconds } from "./lib.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";

@@ -11,7 +11,7 @@
 // lock), so nothing piles up as active. Claim latency is timed on its own;
 // claims/s counts claim + release cycles. Configurations alternate A, B, A,
 // B (…) and each reports its median, since this machine's speed drifts.
-import { claimNextForEachStatement } from "../src/locks/claimNextForEach.js";
+import { claimNextForEachStatement } from "../src/locks/claim/claimNextForEach.js";
 import { fixture } from "./fixture.js";
 import type { Fixture } from "./fixture.js";
 import { gql, percentile } from "./lib.js";

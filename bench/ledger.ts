@@ -5,7 +5,7 @@
 //    company's commits),
 //  - with no event row at all.
 // So the cost of a resumable, in-order stream is known, not guessed.
-import { claimNextSkipLockedStatement } from "../src/locks/claimNextSkipLocked.js";
+import { claimNextSkipLockedStatement } from "../src/locks/claim/claimNextSkipLocked.js";
 import { fixture } from "./fixture.js";
 import { load } from "./lib.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";

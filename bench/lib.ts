@@ -6,6 +6,7 @@ import http from "node:http";
 import type { ChildProcess } from "node:child_process";
 import pg from "pg";
 import { migrate } from "../src/db/migrate.js";
+import { ensureLedgerPartitions } from "../src/retention/partitions.js";
 
 export const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
 export const ADMIN_TOKEN = "bench-admin-token-0123456789";
@@ -23,6 +24,7 @@ export async function freshDatabase(name: string): Promise<string> {
   await admin.query(`CREATE DATABASE "${name}"`);
   await admin.end();
   await migrate(dbUrl(name));
+  await ensureLedgerPartitions(dbUrl(name));
   return dbUrl(name);
 }
 

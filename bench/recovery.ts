@@ -4,7 +4,7 @@
 import pg from "pg";
 import { createInProcessBus } from "../src/events/bus.js";
 import { connectDb } from "../src/db/client.js";
-import { sweep } from "../src/locks/sweep.js";
+import { sweep } from "../src/locks/recovery/sweep.js";
 import { freshDatabase } from "./lib.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";
 

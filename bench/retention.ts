@@ -19,7 +19,7 @@ import type { Fixture } from "./fixture.js";
 import { run as fanout } from "./fanout.js";
 import { gql, percentile } from "./lib.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";
-import { pruneLedger } from "../src/retention/ledger.js";
+import { pruneLedger } from "../src/retention/partitions.js";
 
 const CLAIM = `mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename ... on IssueClaimed { issue { id } } } }`;
 const RELEASE = `mutation($r: ID!, $i: ID!) { releaseIssue(runId: $r, issueId: $i, outcome: BLOCKED) { __typename } }`;

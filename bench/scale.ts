@@ -1,7 +1,7 @@
 // Claim latency as the table grows: 10k, 100k and 1M issues, almost all of
 // them DONE. The claim index covers claimable rows only, so p50 should stay
 // flat (target: within ±20% from 10k to 1M).
-import { claimNextSkipLockedStatement } from "../src/locks/claimNextSkipLocked.js";
+import { claimNextSkipLockedStatement } from "../src/locks/claim/claimNextSkipLocked.js";
 import { fixture } from "./fixture.js";
 import { load } from "./lib.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";

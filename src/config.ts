@@ -1,7 +1,7 @@
 // The environment, read once, validated, and frozen. Only src/bin/* call
 // loadConfig(); everything else receives the config it needs as an argument.
-import { LIMIT_SETTINGS } from "./limits.js";
-import type { Limits } from "./limits.js";
+import { LIMIT_SETTINGS } from "./bounds/settings.js";
+import type { Limits } from "./bounds/settings.js";
 
 export interface Config {
   /** HTTP/WS port; 0 picks a free one. */
@@ -28,7 +28,7 @@ export interface Config {
   readonly ledgerHoldWarningMs: number;
   /** Live events a subscription may hold for a slow client before it is ended (SUBSCRIPTION_OVERFLOW). */
   readonly subscriptionBuffer: number;
-  /** Bounds on what clients control (src/limits.ts). */
+  /** Bounds on what clients control (src/bounds/settings.ts). */
   readonly limits: Limits;
   /** Origins a browser may call the API from (CORS); empty: none. */
   readonly corsOrigins: readonly string[];

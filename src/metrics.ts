@@ -2,7 +2,7 @@
 // has its own registry (the API's is served on GET /metrics; the recovery
 // loop's on --metrics-port).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { FleetSnapshot } from "./locks/fleetSnapshot.js";
+import type { FleetSnapshot } from "./reads/fleetSnapshot.js";
 import type { Issue } from "./domain/types.js";
 
 /** baton_time_in_status_seconds: from a claim's fraction of a second to a backlog's week. */
@@ -48,7 +48,7 @@ export class Metrics {
 
   readonly limitRefusals = new Counter({
     name: "baton_limit_refusals_total",
-    help: "Requests, operations and connections refused by a limit (src/limits.ts), by the limit's name.",
+    help: "Requests, operations and connections refused by a limit (src/bounds/settings.ts), by the limit's name.",
     labelNames: ["limit"] as const,
     registers: [this.registry],
   });
@@ -88,7 +88,7 @@ export class Metrics {
       events?: { stats: { published: number; publishFailures: number } };
       /** What holds event delivery back (docs/events.md, "The one caveat"). */
       ledger?: { heldBackMs: () => number; oldestTransactionSeconds: () => Promise<number> };
-      /** The database-wide figures (src/locks/fleetSnapshot.ts), read at most every few seconds. */
+      /** The database-wide figures (src/reads/fleetSnapshot.ts), read at most every few seconds. */
       fleet?: () => Promise<FleetSnapshot>;
       defaults?: boolean;
     } = {},

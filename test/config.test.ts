@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.js";
-import { DEFAULT_LIMITS, LIMIT_SETTINGS } from "../src/limits.js";
+import { DEFAULT_LIMITS, LIMIT_SETTINGS } from "../src/bounds/settings.js";
 
 it("has the documented defaults", () => {
   expect(loadConfig({})).toMatchObject({

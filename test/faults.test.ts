@@ -14,7 +14,7 @@ import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { connectDb } from "../src/db/client.js";
 import { createInProcessBus } from "../src/events/bus.js";
-import { sweep } from "../src/locks/sweep.js";
+import { sweep } from "../src/locks/recovery/sweep.js";
 import { createTestDatabase } from "./helpers/db.js";
 import type { TestDatabase } from "./helpers/db.js";
 import { Client, createCompany, Ops } from "./helpers/harness.js";

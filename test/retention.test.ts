@@ -5,7 +5,7 @@
 // deleted in batches unless an issue still refers to them.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PARTITION_DAYS_AHEAD, pruneLedger } from "../src/retention/ledger.js";
+import { PARTITION_DAYS_AHEAD, pruneLedger } from "../src/retention/partitions.js";
 import { RUN_BATCH, pruneRuns } from "../src/retention/runs.js";
 import { createCompany, Ops, startHarness } from "./helpers/harness.js";
 import type { Company, Harness } from "./helpers/harness.js";

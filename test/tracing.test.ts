@@ -14,7 +14,7 @@ import { Baton } from "baton/client";
 import { createClient } from "graphql-ws";
 import WebSocket from "ws";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { sweep } from "../src/locks/sweep.js";
+import { sweep } from "../src/locks/recovery/sweep.js";
 import { silentLogger } from "../src/log.js";
 import { startTracing, tracesExporter } from "../src/tracing/setup.js";
 import type { Tracing } from "../src/tracing/setup.js";

@@ -15,12 +15,9 @@ import { queryOne, sql } from "../db/sql.js";
 import { timingSafeEqual } from "node:crypto";
 import { hashKey } from "./keys.js";
 import type { KeyRevocations } from "./revocations.js";
-import { UnknownKeyGuard } from "./unknownKeys.js";
+import { UnknownKeyGuard } from "../bounds/unknownKeys.js";
+import type { Principal } from "../domain/types.js";
 
-export type Principal =
-  | { role: "ADMIN"; companyId: null; agentId: null; keyId: null }
-  | { role: "BOARD"; companyId: string; agentId: null; keyId: string }
-  | { role: "AGENT"; companyId: string; agentId: string; agentNameKey: string; keyId: string };
 
 const ADMIN: Principal = Object.freeze({ role: "ADMIN", companyId: null, agentId: null, keyId: null });
 

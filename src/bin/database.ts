@@ -1,8 +1,10 @@
 // The database a process uses: DATABASE_URL, or the embedded PostgreSQL in
-// dataDir; migrated before use (under Prisma's advisory lock).
+// dataDir; migrated before use (under Prisma's advisory lock), with the
+// ledger's partitions ready for today and the week ahead.
 import type { Config } from "../config.js";
 import { startEmbeddedPostgres } from "../db/embedded.js";
 import { migrate } from "../db/migrate.js";
+import { ensureLedgerPartitions } from "../retention/partitions.js";
 import type { Logger } from "../log.js";
 
 export async function openDatabase(config: Config, log: Logger): Promise<{ url: string; stop(): Promise<void> }> {
@@ -17,6 +19,8 @@ export async function openDatabase(config: Config, log: Logger): Promise<{ url: 
   try {
     const applied = await migrate(url);
     if (applied.length) log("info", "applied migrations", { migrations: applied });
+    // Every process that opens the database makes sure appends find a partition.
+    await ensureLedgerPartitions(url);
   } catch (err) {
     await stop();
     throw err;

@@ -1,6 +1,6 @@
 // The recovery loop: `npm run recovery` (its own process; run as many as you
 // like). Every BATON_RECOVERY_INTERVAL_MS it sweeps: expired runs → TIMED_OUT,
-// locks of dead runs freed, exhausted issues escalated (src/locks/sweep.ts).
+// locks of dead runs freed, exhausted issues escalated (src/locks/recovery/sweep.ts).
 // Hourly (and on --once) it also applies retention (src/retention/): ledger
 // partitions past BATON_EVENT_RETENTION_DAYS dropped, new ones made ahead, and
 // finished runs past BATON_RUN_RETENTION_DAYS deleted in batches.
@@ -12,10 +12,10 @@ import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../config.js";
 import { connectDb } from "../db/client.js";
 import { createInProcessBus, createRedisBus } from "../events/bus.js";
-import { previewSweep, sweep } from "../locks/sweep.js";
-import { pruneLedger } from "../retention/ledger.js";
+import { previewSweep, sweep } from "../locks/recovery/sweep.js";
+import { pruneLedger } from "../retention/partitions.js";
 import { pruneRuns } from "../retention/runs.js";
-import type { SweepPreview } from "../locks/sweep.js";
+import type { SweepPreview } from "../locks/recovery/sweep.js";
 import { errorFields, log } from "../log.js";
 import { Metrics } from "../metrics.js";
 import { startTracing } from "../tracing/setup.js";

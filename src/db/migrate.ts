@@ -9,7 +9,6 @@ import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { ensureLedgerPartitions } from "../retention/ledger.js";
 
 /** Prisma Migrate's advisory lock key. */
 const PRISMA_MIGRATE_LOCK = 72707369;
@@ -88,8 +87,6 @@ export async function migrate(databaseUrl: string, dir = MIGRATIONS_DIR): Promis
       applied.push(m.name);
     }
     await refuseLedgerAhead(client);
-    // Every process that opens the database makes sure appends find a partition.
-    await ensureLedgerPartitions(client);
   } finally {
     await client.query("SELECT pg_advisory_unlock($1)", [PRISMA_MIGRATE_LOCK]).catch(() => {});
     await client.end().catch(() => {});

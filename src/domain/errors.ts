@@ -27,7 +27,7 @@ export class NotFoundError extends Error {
  * A ledger read that asked to resume after a seq whose following events may
  * have been dropped by retention (docs/events.md, "Retention"). Maps to
  * EVENTS_PRUNED. `resumeAfterSeq` is where to resume with every kept event
- * after `afterSeq` (src/events/ledger.ts, resumePoint); `oldestAvailableSeq`
+ * after `afterSeq` (src/events/history.ts, resumePoint); `oldestAvailableSeq`
  * is the first event kept after it (null: none yet).
  */
 export class EventsPrunedError extends Error {

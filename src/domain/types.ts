@@ -98,3 +98,9 @@ export interface Agent {
 export interface EventSink {
   publish(events: readonly LockEvent[]): void;
 }
+
+/** Who is calling: resolved from the bearer token (src/auth/principal.ts). */
+export type Principal =
+  | { role: "ADMIN"; companyId: null; agentId: null; keyId: null }
+  | { role: "BOARD"; companyId: string; agentId: null; keyId: string }
+  | { role: "AGENT"; companyId: string; agentId: string; agentNameKey: string; keyId: string };

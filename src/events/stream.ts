@@ -17,8 +17,8 @@
 // nothing piles up on the server, and it catches up from the ledger later.
 import type { LockEvent } from "../domain/types.js";
 import type { EventBus } from "./bus.js";
-import { refuseAhead, refusePruned } from "./ledger.js";
-import type { LedgerPage, LedgerReader } from "./ledger.js";
+import { refuseAhead, refusePruned } from "./history.js";
+import type { LedgerPage, LedgerReader } from "./history.js";
 import type { LedgerWatcher } from "./watcher.js";
 
 export interface StreamFilter {

@@ -1,15 +1,15 @@
 // What every resolver receives, and the scope checks (docs/access.md). Resolvers stay thin: check scope, validate ids, call a verb.
 import { GraphQLError } from "graphql";
-import type { Principal } from "../auth/principal.js";
+import type { Principal } from "../domain/types.js";
 import type { KeyRevocations } from "../auth/revocations.js";
 import type { Db } from "../db/client.js";
 import type { EventBus } from "../events/bus.js";
-import type { LedgerReader } from "../events/ledger.js";
+import type { LedgerReader } from "../events/history.js";
 import type { LedgerWatcher } from "../events/watcher.js";
-import type { Admission } from "../http/admission.js";
+import type { Admission } from "../bounds/admission.js";
 import type { IssueLoader } from "./issueLoader.js";
-import type { LockDeps } from "../locks/deps.js";
-import type { AgentActor } from "../locks/types.js";
+import type { LockDeps } from "../locks/shared/deps.js";
+import type { AgentActor } from "../locks/shared/types.js";
 import type { Issue } from "../domain/types.js";
 import { ForbiddenError } from "../domain/errors.js";
 import { validateId } from "../domain/validate.js";

@@ -8,7 +8,7 @@
 // limits stay 4xx here.
 import { GraphQLError } from "graphql";
 import { SubscriptionOverflowError } from "../events/notices.js";
-import { LimitExceededError } from "../limits.js";
+import { LimitExceededError } from "../bounds/settings.js";
 import { EventsPrunedError, ForbiddenError, InvalidInputError, NotFoundError, SeqAheadError } from "../domain/errors.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";

@@ -1,6 +1,6 @@
 // LockEvent.issue for every operation of the instance at once.
 import type { Queryable } from "../db/client.js";
-import { getIssues } from "../locks/reads.js";
+import { getIssues } from "../reads/lists.js";
 import type { Issue } from "../domain/types.js";
 
 /**

@@ -1,31 +1,18 @@
-import { getCompany, getRun, listAgents, listCompanies, listIssues, listLockEvents, listRuns } from "../locks/reads.js";
-import { getIssues } from "../locks/reads.js";
-import { lockAudit } from "../locks/lockAudit.js";
-import { listConcurrencyLimits } from "../locks/concurrencyLimits.js";
+import { getCompany, getRun, listAgents, listCompanies, listIssues, listLockEvents, listRuns } from "../reads/lists.js";
+import { getIssues } from "../reads/lists.js";
+import { lockAudit } from "../reads/lockAudit.js";
+import { listConcurrencyLimits } from "../locks/operator/concurrencyLimits.js";
 import { builder } from "./builder.js";
 import { readScope, requireAdmin, requireCompanyOverseer, requireCompanyReader, requirePrincipal } from "./context.js";
 import { InvalidInputError } from "../domain/errors.js";
 import { validateId, validateSeq } from "../domain/validate.js";
 import { AgentRef, CompanyRef, PrincipalRef } from "./types/company.js";
+import { PAGE_LIMITS, pageSize } from "../bounds/pages.js";
 import { ConcurrencyLimitRef } from "./types/concurrencyLimit.js";
 import { IssueStatusEnum, RunStatusEnum } from "./types/enums.js";
 import { IssueConnectionRef, IssueRef } from "./types/issue.js";
 import { LockAuditRef, LockEventRef } from "./types/lockEvent.js";
 import { HeartbeatRunRef } from "./types/run.js";
-
-/** Page sizes are bounded: a client asks for more pages, not a bigger one. */
-export const PAGE_LIMITS = {
-  issues: { fallback: 50, max: 500 },
-  runs: { fallback: 50, max: 500 },
-  companies: { fallback: 50, max: 500 },
-  lockEvents: { fallback: 100, max: 1000 },
-} as const;
-
-export function pageSize(name: string, value: number | null | undefined, { fallback, max }: { fallback: number; max: number }): number {
-  const n = value ?? fallback;
-  if (!Number.isInteger(n) || n < 1 || n > max) throw new InvalidInputError(`${name} must be between 1 and ${max}`);
-  return n;
-}
 
 /** A seq is a decimal string (bigint). */
 export function parseSeq(name: string, value: string | null | undefined): string | null {

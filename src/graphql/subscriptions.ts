@@ -2,7 +2,7 @@ import { principalKey } from "../auth/principal.js";
 import type { KeyRevocations } from "../auth/revocations.js";
 import { issueNotices } from "../events/notices.js";
 import { lockEventStream } from "../events/stream.js";
-import { getIssues } from "../locks/reads.js";
+import { getIssues } from "../reads/lists.js";
 import { builder } from "./builder.js";
 import { keyRevoked, requireCompanyReader } from "./context.js";
 import { validateId } from "../domain/validate.js";

@@ -4,20 +4,21 @@
 //
 // A request to /graphql is authenticated from its headers before its body is
 // read, so that a caller without a valid key gets the small limits
-// (src/limits.ts) before it can cost memory or CPU.
+// (src/bounds/settings.ts) before it can cost memory or CPU.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { YogaServerInstance } from "graphql-yoga";
 import { principalKey } from "../auth/principal.js";
-import type { Principal, PrincipalResolver } from "../auth/principal.js";
+import type { PrincipalResolver } from "../auth/principal.js";
+import type { Principal } from "../domain/types.js";
 import type { Db } from "../db/client.js";
 import type { EventBus } from "../events/bus.js";
-import type { TransportContext } from "../graphql/documents.js";
-import { LimitExceededError } from "../limits.js";
-import type { Limits } from "../limits.js";
+import type { TransportContext } from "../bounds/documents.js";
+import { LimitExceededError } from "../bounds/settings.js";
+import type { Limits } from "../bounds/settings.js";
 import type { Metrics } from "../metrics.js";
-import type { Admission } from "./admission.js";
+import type { Admission } from "../bounds/admission.js";
 import { boardAssets, isBoardPath } from "./board.js";
-import { answerExpectContinue, bodyLimitOf, discardRest } from "./body.js";
+import { answerExpectContinue, bodyLimitOf, discardRest } from "../bounds/body.js";
 import { setSecurityHeaders } from "./headers.js";
 
 export interface RouteDeps {

@@ -13,17 +13,18 @@ import type { YogaServerInstance } from "graphql-yoga";
 import { useServer } from "graphql-ws/use/ws";
 import { WebSocketServer } from "ws";
 import type { WebSocket } from "ws";
-import type { Principal, PrincipalResolver } from "../auth/principal.js";
+import type { PrincipalResolver } from "../auth/principal.js";
+import type { Principal } from "../domain/types.js";
 import { principalKey } from "../auth/principal.js";
 import type { KeyRevocations } from "../auth/revocations.js";
-import type { TransportContext } from "../graphql/documents.js";
-import { limitError } from "../graphql/documents.js";
+import type { TransportContext } from "../bounds/documents.js";
+import { limitError } from "../bounds/documents.js";
 import { codeOf } from "../graphql/errors.js";
-import { LimitExceededError } from "../limits.js";
-import type { Limits } from "../limits.js";
+import { LimitExceededError } from "../bounds/settings.js";
+import type { Limits } from "../bounds/settings.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
-import type { Admission } from "./admission.js";
+import type { Admission } from "../bounds/admission.js";
 
 /** The largest WebSocket message read before it is refused (close 1009). */
 const MAX_MESSAGE_BYTES = 1024 * 1024;
@@ -190,7 +191,7 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
           // and subscribe travel here, for those two to call. Run by graphql-ws's defaults
           // (graphql-js's execute and subscribe), an operation over WebSocket would skip yoga's
           // execution hooks: errors unmasked (maskedErrors: a resolver's internal message
-          // reaches the client) and no responseSizeLimit (src/graphql/cost.ts). Root resolvers
+          // reaches the client) and no responseSizeLimit (src/bounds/cost.ts). Root resolvers
           // never read their parent, so nothing else sees this object.
           rootValue: { execute: enveloped.execute, subscribe: enveloped.subscribe },
         };

@@ -1,5 +1,5 @@
 // The board's agent switches (docs/access.md, "Rotating and revoking keys";
-// docs/lifecycle.md, the disableAgent row; src/locks/disableAgent.ts):
+// docs/lifecycle.md, the disableAgent row; src/locks/operator/disableAgent.ts):
 // disableAgent and enableAgent. Keys are not modelled: disabling an agent here
 // is what it does to runs and locks (its keys stop working too, in the API).
 import type { AgentResult } from "./answers.js";
@@ -32,7 +32,7 @@ export function disableAgent(state: State, args: { agentId: string; reason: stri
  * The first of disableAgent's two commits (LOCK_AGENT, DISABLE_AGENT): the
  * agent is disabled, and every RUNNING run of it (live, or expired but not
  * yet written down) becomes CANCELLED. No events. Between this and
- * takeBackLocks another statement may run (src/locks/disableAgent.ts says why).
+ * takeBackLocks another statement may run (src/locks/operator/disableAgent.ts says why).
  */
 export function stopAgent(state: State, args: { agentId: string; reason: string }): Step<AgentResult> {
   const reason = args.reason.trim();

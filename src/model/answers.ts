@@ -1,5 +1,5 @@
 // The answers the model gives: the members of the contract's result unions
-// (schema.graphql, src/locks/types.ts), with `__typename` and the fields that
+// (schema.graphql, src/locks/shared/types.ts), with `__typename` and the fields that
 // say what happened. Messages are left out. Errors the API throws (FORBIDDEN,
 // BAD_USER_INPUT, NOT_FOUND) are answers here too, with nothing changed.
 import type { Issue, IssueStatus, Run, RunStatus } from "./state.js";
@@ -33,7 +33,7 @@ export interface RunUpdated { __typename: "RunUpdated"; run: Run }
 /** startRun's answer (the GraphQL HeartbeatRun). */
 export interface RunStarted { __typename: "HeartbeatRun"; run: Run }
 export interface HeartbeatTick { __typename: "HeartbeatTick"; runs: Run[]; claims: IssueClaimed[] }
-/** One recovery sweep's counts (SweepCounts in src/locks/sweep.ts). */
+/** One recovery sweep's counts (SweepCounts in src/locks/recovery/sweep.ts). */
 export interface SweepCounts { __typename: "SweepCounts"; timedOutRuns: number; recoveredIssues: number; escalatedIssues: number }
 /** disableAgent's and enableAgent's answer (the GraphQL Agent): whether it is disabled now, and the reason disableAgent was given (trimmed; null once enabled). */
 export interface AgentAnswer { __typename: "Agent"; agentId: string; disabled: boolean; disabledReason: string | null }
@@ -80,7 +80,7 @@ export const issueNotFound = (issueId: string): IssueNotFound => ({ __typename: 
 export const forbidden = (message: string): ErrorAnswer => ({ __typename: "Error", code: "FORBIDDEN", message });
 export const badInput = (message: string): ErrorAnswer => ({ __typename: "Error", code: "BAD_USER_INPUT", message });
 export const notFound = (message: string): ErrorAnswer => ({ __typename: "Error", code: "NOT_FOUND", message });
-/** runNotActive (src/locks/types.ts): a RUNNING run that is not live has an expired lease, and is reported TIMED_OUT. */
+/** runNotActive (src/locks/shared/types.ts): a RUNNING run that is not live has an expired lease, and is reported TIMED_OUT. */
 export const runNotActive = (runId: string, status: RunStatus | null): RunNotActive => ({
   __typename: "RunNotActive",
   runId,

@@ -60,7 +60,7 @@ export function claimCandidates(state: State, agentId: string, includeUnassigned
  * unkeyed pool included), as a position for each: the best priority among
  * the key's pool issues first, then the key served least recently (never
  * served: first of all), then the key's name ("" before any). (keysInTurn in
- * src/locks/claimOrder.ts; names compare by code point, as the C collation does.)
+ * src/locks/claim/claimOrder.ts; names compare by code point, as the C collation does.)
  */
 export function keyTurns(state: State): Map<string, number> {
   const best = new Map<string, number>();

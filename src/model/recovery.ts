@@ -1,5 +1,5 @@
 // Time and recovery: `tick` (the clock moves: leases run out), one recovery
-// sweep (src/locks/sweep.ts; SEMANTICS.md, "Recovery"; docs/invariants.md, 8),
+// sweep (src/locks/recovery/sweep.ts; SEMANTICS.md, "Recovery"; docs/invariants.md, 8),
 // and recoverLock, the step that takes back a dead holder's lock (the sweep's,
 // and disableAgent's).
 import type { SweepCounts, Ticked } from "./answers.js";

@@ -1,5 +1,5 @@
 // The rules several verbs share, each written once, under the name its SQL
-// twin has in src/locks/fragments.ts: liveness (baton_run_is_live), the
+// twin has in src/locks/shared/fragments.ts: liveness (baton_run_is_live), the
 // claimable predicate, where a hold goes when it ends (reopenOrEscalate), the
 // attempt a dead CLAIMED holder used (attemptsAfterDeath), both locks cleared
 // together (CLEAR_LOCKS), a key's room, and the event a change writes.

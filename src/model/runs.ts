@@ -1,4 +1,4 @@
-// Runs and leases (docs/lifecycle.md, decisions 10 and 11; src/locks/runs.ts):
+// Runs and leases (docs/lifecycle.md, decisions 10 and 11; src/locks/runs/runs.ts):
 // startRun, heartbeatRun, finishRun, and refuseRun, the check every agent verb
 // makes on the run it names.
 import type { ErrorAnswer, RunNotActive, RunResult, RunStarted } from "./answers.js";

@@ -1,4 +1,4 @@
-// The scheduler tick (the board's runHeartbeat mutation; src/locks/schedulerTick.ts).
+// The scheduler tick (the board's runHeartbeat mutation; src/locks/runs/schedulerTick.ts).
 import type { HeartbeatTick, IssueClaimed } from "./answers.js";
 import { claimNext } from "./claims.js";
 import { isClaimable } from "./rules.js";

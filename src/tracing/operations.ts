@@ -14,7 +14,7 @@ import type { Attributes, Span } from "@opentelemetry/api";
 import { getOperationAST } from "graphql";
 import type { ExecutionArgs, ExecutionResult, GraphQLError } from "graphql";
 import type { Plugin } from "graphql-yoga";
-import type { Principal } from "../auth/principal.js";
+import type { Principal } from "../domain/types.js";
 import { ATTR, currentTracer, tracing } from "./spans.js";
 import { parseTraceparent } from "./traceparent.js";
 

@@ -20,7 +20,7 @@ export const ATTR = {
   lockEpoch: "baton.lock_epoch",
   /** The result union member an operation answered (IssueClaimed, CheckoutConflict, …). */
   outcome: "baton.outcome",
-  /** How many requests one grouped statement answered (src/locks/groupCommit.ts). */
+  /** How many requests one grouped statement answered (src/locks/groupCommit/groupCommit.ts). */
   groupSize: "baton.group_size",
   /** How many issues a batch operation claimed or released. */
   issueCount: "baton.issue.count",

@@ -13,7 +13,7 @@ import type { Company, Harness } from "../helpers/harness.js";
 import { eventually, race } from "../helpers/race.js";
 import { PrivateRedis } from "../helpers/redis.js";
 import { Subscriber } from "../helpers/subscriber.js";
-import { startRun } from "../../src/locks/runs.js";
+import { startRun } from "../../src/locks/runs/runs.js";
 // the SDK's own documents (src/client/operations): the CLI and board use the same
 import { DisableAgentDocument, EnableAgentDocument, RotateAgentKeyDocument, RotateBoardKeyDocument } from "../../src/client/generated/graphql.js";
 

@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sweep } from "../../src/locks/sweep.js";
+import { sweep } from "../../src/locks/recovery/sweep.js";
 import { ADMIN_TOKEN, claimingAgent, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
 import { eventually } from "../helpers/race.js";

@@ -8,6 +8,7 @@ import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrate, readMigrations } from "../../src/db/migrate.js";
+import { ensureLedgerPartitions } from "../../src/retention/partitions.js";
 import { createTestDatabase, withAdmin } from "../helpers/db.js";
 import type { TestDatabase } from "../helpers/db.js";
 import { race } from "../helpers/race.js";
@@ -83,6 +84,7 @@ describe("migrations", () => {
       const written = await rows();
 
       await migrate(url.toString());
+      await ensureLedgerPartitions(url.toString()); // as every process that opens the database does (src/bin/database.ts)
 
       expect(await rows()).toEqual(written);
       const { rows: parts } = await upgraded.query<{ name: string; from_at: Date | null; to_at: Date }>("SELECT name, from_at, to_at FROM lock_event_partitions ORDER BY to_at");

@@ -5,7 +5,7 @@
 // show the change: an event published before its transaction committed would
 // show the issue as it was.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { sweep } from "../../src/locks/sweep.js";
+import { sweep } from "../../src/locks/recovery/sweep.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
 import { eventually } from "../helpers/race.js";

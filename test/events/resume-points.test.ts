@@ -6,7 +6,7 @@
 // yet (a restore, a failover) is refused with SEQ_AHEAD instead of skipping
 // every event up to it.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pruneLedger } from "../../src/retention/ledger.js";
+import { pruneLedger } from "../../src/retention/partitions.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
 import { Subscriber } from "../helpers/subscriber.js";

@@ -55,6 +55,7 @@ import type { DocumentNode, SelectionSetNode } from "graphql";
 import { createClient } from "graphql-ws";
 import WebSocket from "ws";
 import { migrate } from "../../src/db/migrate.js";
+import { ensureLedgerPartitions } from "../../src/retention/partitions.js";
 import * as Ops from "../generated/graphql.js";
 import { databaseUrl, templateName, withAdmin } from "../helpers/db.js";
 import { checkHistory } from "../helpers/history.js";
@@ -230,7 +231,10 @@ export async function ensureTemplate(): Promise<void> {
     await client.query(`CREATE DATABASE "${template}"`);
     return true;
   });
-  if (created) await migrate(databaseUrl(template));
+  if (created) {
+    await migrate(databaseUrl(template));
+    await ensureLedgerPartitions(databaseUrl(template));
+  }
 }
 
 // ---------------------------------------------------------------- checking answers

@@ -1,9 +1,9 @@
-// The answer-size estimate (src/graphql/cost.ts) is an upper bound that knows
+// The answer-size estimate (src/bounds/cost.ts) is an upper bound that knows
 // every field of the schema that returns many rows.
 import { isListType, isNonNullType, isObjectType, Kind, parse } from "graphql";
 import type { OperationDefinitionNode } from "graphql";
 import { expect, it } from "vitest";
-import { ResponseEstimate, ROWS, SIZED_BY_PARENT } from "../../src/graphql/cost.js";
+import { ResponseEstimate, ROWS, SIZED_BY_PARENT } from "../../src/bounds/cost.js";
 import { schema } from "../../src/graphql/schema.js";
 
 function estimate(query: string, variables: Record<string, unknown> = {}): number {

@@ -11,7 +11,7 @@ import vm from "node:vm";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { schema } from "../../src/graphql/schema.js";
 import { createContext } from "../../src/graphql/context.js";
-import type { Principal } from "../../src/auth/principal.js";
+import type { Principal } from "../../src/domain/types.js";
 import { createCompany, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
 

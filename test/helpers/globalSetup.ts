@@ -1,5 +1,6 @@
 // Once per `npm test`: build the migrated template database the test files clone.
 import { migrate } from "../../src/db/migrate.js";
+import { ensureLedgerPartitions } from "../../src/retention/partitions.js";
 import { databaseUrl, templateName, withAdmin } from "./db.js";
 
 export default async function setup() {
@@ -21,4 +22,5 @@ export default async function setup() {
     if (exists.rowCount === 0) await client.query(`CREATE DATABASE "${template}"`);
   });
   await migrate(databaseUrl(template));
+  await ensureLedgerPartitions(databaseUrl(template));
 }

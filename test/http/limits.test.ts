@@ -1,5 +1,5 @@
 // What a hostile client can do to the whole server, against the real server
-// process: every bound of src/limits.ts is hit here, each test states the
+// process: every bound of src/bounds/settings.ts is hit here, each test states the
 // bound it holds the process to, and /healthz from another client must keep
 // answering while it happens.
 //

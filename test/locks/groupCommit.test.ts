@@ -2,11 +2,11 @@
 // in the next one, and each gets what running them one after another in
 // arrival order would have given it.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { claimNextForEach } from "../../src/locks/claimNextForEach.js";
-import type { ClaimRequest } from "../../src/locks/requests.js";
-import type { LockGroups } from "../../src/locks/deps.js";
-import { createLockGroups } from "../../src/locks/groups.js";
-import { GroupCommit } from "../../src/locks/groupCommit.js";
+import { claimNextForEach } from "../../src/locks/claim/claimNextForEach.js";
+import type { ClaimRequest } from "../../src/locks/shared/requests.js";
+import type { LockGroups } from "../../src/locks/shared/deps.js";
+import { createLockGroups } from "../../src/locks/groupCommit/groups.js";
+import { GroupCommit } from "../../src/locks/groupCommit/groupCommit.js";
 import type { LockEvent } from "../../src/domain/types.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";

@@ -1,4 +1,4 @@
-// lockAudit (src/locks/lockAudit.ts): the invariants of docs/invariants.md
+// lockAudit (src/reads/lockAudit.ts): the invariants of docs/invariants.md
 // computed as numbers from the tables and the ledger.
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";

@@ -1,6 +1,6 @@
 // A statement that waits for an issue row another statement is changing
 // reads the row at its newest version once it may go on (lockedIssuesCte in
-// src/locks/fragments.ts): what it decides, writes and answers must follow
+// src/locks/shared/fragments.ts): what it decides, writes and answers must follow
 // that version, not its own older snapshot. The conformance run found three
 // places where it did not; these races, made deterministic, keep them fixed.
 //

@@ -1,4 +1,4 @@
-// The read queries (src/locks/reads.ts): issues paged by a stable cursor and
+// The read queries (src/reads/lists.ts): issues paged by a stable cursor and
 // filtered, and me, company, agents and runs.
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";

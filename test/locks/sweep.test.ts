@@ -2,7 +2,7 @@
 // sweepers, and the heartbeat/sweep race.
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { previewSweep, sweep } from "../../src/locks/sweep.js";
+import { previewSweep, sweep } from "../../src/locks/recovery/sweep.js";
 import type { LockEvent } from "../../src/domain/types.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";

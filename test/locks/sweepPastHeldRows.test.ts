@@ -3,7 +3,7 @@
 // fill a batch nor stop the pass (docs/invariants.md #8, "The recovery sweepers").
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { sweep } from "../../src/locks/sweep.js";
+import { sweep } from "../../src/locks/recovery/sweep.js";
 import type { LockEvent } from "../../src/domain/types.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";

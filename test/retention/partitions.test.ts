@@ -4,8 +4,8 @@
 // without a gap from now.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FleetSnapshots } from "../../src/locks/fleetSnapshot.js";
-import { PARTITION_DAYS_AHEAD, ensureLedgerPartitions } from "../../src/retention/ledger.js";
+import { FleetSnapshots } from "../../src/reads/fleetSnapshot.js";
+import { PARTITION_DAYS_AHEAD, ensureLedgerPartitions } from "../../src/retention/partitions.js";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
 

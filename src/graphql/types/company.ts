@@ -1,5 +1,5 @@
 import type { Agent, Company } from "../../domain/types.js";
-import type { Principal } from "../../auth/principal.js";
+import type { Principal } from "../../domain/types.js";
 import { builder } from "../builder.js";
 import { RoleEnum } from "./enums.js";
 

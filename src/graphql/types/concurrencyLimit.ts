@@ -1,4 +1,4 @@
-import type { ConcurrencyLimit } from "../../locks/concurrencyLimits.js";
+import type { ConcurrencyLimit } from "../../locks/operator/concurrencyLimits.js";
 import { builder } from "../builder.js";
 
 export const ConcurrencyLimitRef = builder.objectRef<ConcurrencyLimit>("ConcurrencyLimit").implement({

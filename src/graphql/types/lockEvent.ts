@@ -1,4 +1,4 @@
-import type { LockAudit } from "../../locks/lockAudit.js";
+import type { LockAudit } from "../../reads/lockAudit.js";
 import type { LockEvent } from "../../domain/types.js";
 import { builder } from "../builder.js";
 import { IssueStatusEnum, LockEventKindEnum } from "./enums.js";

@@ -1,5 +1,5 @@
 // Domain outcomes that are not successes: union members, never thrown strings.
-import type * as T from "../../locks/types.js";
+import type * as T from "../../locks/shared/types.js";
 import { builder } from "../builder.js";
 import { IssueStatusEnum, RunStatusEnum } from "./enums.js";
 

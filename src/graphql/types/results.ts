@@ -1,8 +1,8 @@
 // Success payloads and the result unions of the mutations.
-import type * as T from "../../locks/types.js";
-import type { SchedulerTick } from "../../locks/schedulerTick.js";
-import type { IssuesClaimed } from "../../locks/claimIssues.js";
-import type { IssuesReleased } from "../../locks/releaseIssues.js";
+import type * as T from "../../locks/shared/types.js";
+import type { SchedulerTick } from "../../locks/runs/schedulerTick.js";
+import type { IssuesClaimed } from "../../locks/claim/claimIssues.js";
+import type { IssuesReleased } from "../../locks/release/releaseIssues.js";
 import type { Agent, Company } from "../../domain/types.js";
 import { builder } from "../builder.js";
 import { AgentRef, CompanyRef } from "./company.js";

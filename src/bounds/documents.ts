@@ -1,0 +1,112 @@
+// Parsing under limits, and the reuse of parsed documents.
+//
+// A GraphQL document costs memory and CPU in proportion to its tokens (about
+// 300 bytes of AST per token), so tokens are what is bounded: maxTokens with a
+// valid key, anonymousMaxTokens without one. The parser stops counting at the
+// limit, so a huge document costs no more than a document at the limit.
+//
+// Parsed documents are kept for reuse in an LRU weighed by tokens (and one per
+// 16 characters of source, which bounds comments and whitespace too):
+// documentCacheTokens in all, a fortieth of that for one document. Documents
+// from callers without a valid key are never kept: they cannot fill the cache
+// or push out the documents of real clients. Validation results are kept for
+// documents that came from the cache (a WeakSet: they go when the document
+// goes).
+import { GraphQLError, parse } from "graphql";
+import type { DocumentNode } from "graphql";
+import type { Plugin } from "graphql-yoga";
+import type { Principal } from "../domain/types.js";
+import type { Limits } from "./settings.js";
+import { LimitExceededError } from "./settings.js";
+
+/** What the server context carries into every operation: set by the HTTP handler and the WebSocket server. */
+export interface TransportContext {
+  /** null: no valid key. */
+  principal: Principal | null;
+}
+
+const CHARS_PER_UNIT = 16;
+
+export class DocumentCache {
+  private readonly entries = new Map<string, { document: DocumentNode; weight: number }>();
+  private total = 0;
+
+  constructor(private readonly budget: number) {}
+
+  get(source: string): DocumentNode | undefined {
+    const entry = this.entries.get(source);
+    if (!entry) return undefined;
+    this.entries.delete(source); // most recently used goes last
+    this.entries.set(source, entry);
+    return entry.document;
+  }
+
+  set(source: string, document: DocumentNode, tokens: number): void {
+    const weight = tokens + Math.ceil(source.length / CHARS_PER_UNIT);
+    if (weight > this.budget / 40 || this.entries.has(source)) return;
+    this.entries.set(source, { document, weight });
+    this.total += weight;
+    for (const [key, entry] of this.entries) {
+      if (this.total <= this.budget) break;
+      this.entries.delete(key);
+      this.total -= entry.weight;
+    }
+  }
+}
+
+/** A GraphQL error for a limit, as clients see it: LIMIT_EXCEEDED with the limit's name and value. */
+export function limitError(error: LimitExceededError): GraphQLError {
+  return new GraphQLError(error.message, { extensions: { ...error.extensions, http: { status: 400 } } });
+}
+
+/** Parses `source` with the caller's token limit; a document over it is refused with LIMIT_EXCEEDED (maxTokens). */
+function parseWithin(source: string, principal: Principal | null, limits: Limits): { document: DocumentNode; tokens: number } {
+  const name = principal ? "maxTokens" : "anonymousMaxTokens";
+  const maxTokens = limits[name];
+  // Without a key, even reading a long source is refused: the body limit bounds HTTP, this bounds WebSocket messages.
+  if (!principal && source.length > limits.anonymousMaxBodyBytes) {
+    throw limitError(new LimitExceededError("anonymousMaxBodyBytes", limits.anonymousMaxBodyBytes, "document too long for a request without a valid key"));
+  }
+  try {
+    const document = parse(source, { maxTokens });
+    return { document, tokens: (document as DocumentNode & { tokenCount?: number }).tokenCount ?? 0 };
+  } catch (err) {
+    if (err instanceof GraphQLError && /contains more th\w+ \d+ tokens/.test(err.message)) {
+      throw limitError(new LimitExceededError(name, maxTokens, `document has more than ${maxTokens} tokens`));
+    }
+    throw err;
+  }
+}
+
+export function documentLimits(limits: Limits, onRefused: (limit: string) => void): Plugin<TransportContext> {
+  const cache = new DocumentCache(limits.documentCacheTokens);
+  const validated = new WeakSet<DocumentNode>();
+  return {
+    onParse({ context, params, setParsedDocument, setParseFn }) {
+      const principal = context.principal ?? null;
+      const source = params.source.toString();
+      if (principal) {
+        const cached = cache.get(source);
+        if (cached) return setParsedDocument(cached);
+      }
+      setParseFn(() => {
+        let parsed;
+        try {
+          parsed = parseWithin(source, principal, limits);
+        } catch (err) {
+          if (err instanceof GraphQLError && err.extensions.code === "LIMIT_EXCEEDED") onRefused(String(err.extensions.limit));
+          throw err;
+        }
+        const { document, tokens } = parsed;
+        if (principal) cache.set(source, document, tokens);
+        return document;
+      });
+    },
+    onValidate({ params, setResult }) {
+      if (validated.has(params.documentAST)) return setResult([]);
+      return ({ result }) => {
+        if (result.length === 0) validated.add(params.documentAST);
+      };
+    },
+  };
+}

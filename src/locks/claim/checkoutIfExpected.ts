@@ -1,0 +1,158 @@
+// CHECKOUT_IF_EXPECTED: the checkout of one named issue, taken if the issue is
+// in a status the caller expects and nobody live holds it; a lock left by a
+// dead run is adopted. claimIssue with an issue id runs it (claimIssue.ts
+// turns its verdict into the answer). One statement: the decision, the change
+// and its ledger row commit together.
+import { appendEvents, issueJson, named, raw, runViewJson, sql, stampEvent } from "../../db/sql.js";
+import { commitChange } from "../shared/commit.js";
+import type { StatementDeps } from "../shared/deps.js";
+import { RUN_CTE_COLUMNS, attemptsAfterDeath, lockedIssuesCte, runCte } from "../shared/fragments.js";
+import type { AgentActor, RunView } from "../shared/types.js";
+import type { Issue, IssueStatus, LockEvent } from "../../domain/types.js";
+
+/**
+ * Statuses a checkout can start from: OPEN, or a lock left behind by a dead
+ * run. Any status may be listed in expectedStatuses (docs/lifecycle.md checks it after
+ * IssueNotFound and alreadyHeld); an issue in any other status answers
+ * UnexpectedStatus even when it is listed.
+ */
+export const CLAIMABLE_STATUSES: readonly IssueStatus[] = ["OPEN", "CLAIMED", "IN_PROGRESS"];
+
+export type CheckoutVerdict =
+  | "ALREADY_HELD"
+  | "LIMIT_REACHED"
+  | "UNEXPECTED_STATUS"
+  | "HELD"
+  | "ASSIGNED"
+  | "EXHAUSTED"
+  | "ADOPT_EXHAUSTED"
+  | "ADOPT"
+  | "CLAIM";
+
+export interface CheckoutAnswer {
+  run: RunView | null;
+  verdict: CheckoutVerdict | null;
+  current: Issue | null;
+  issue: Issue | null;
+  holder: Pick<RunView, "id" | "agentId" | "status" | "live"> | null;
+  /** The key's limit, when the verdict is LIMIT_REACHED. */
+  limit: { key: string; maxActive: number } | null;
+  events: LockEvent[];
+}
+
+/**
+ * CHECKOUT_IF_EXPECTED. Invariant: at most one run holds the checkout, and a
+ * lock is taken over only from a run that is dead on the database clock.
+ * `cur` locks the issue row first (FOR UPDATE returns its newest version), so
+ * the verdict cannot go stale before the change. A holder whose lease has run
+ * out but which is still marked RUNNING is timed out here, under its row lock,
+ * before its lock is adopted: a heartbeat racing this statement either lands
+ * first (the holder is live: CheckoutConflict) or finds the run TIMED_OUT
+ * (RunNotActive) — never both. A holder that looks dead is judged by the
+ * newest version of its run row (holder_now, locked), never by the snapshot:
+ * another statement may have timed it out meanwhile, and it is still dead.
+ * A holder this statement cannot see is younger than its snapshot, hence alive. The checks run in the order docs/lifecycle.md gives.
+ * A claim that makes the issue active refuses a key at its limit
+ * (LIMIT_REACHED); if a concurrent claim takes the key's last slot after this
+ * statement's snapshot, the keys' trigger refuses the change (40001) and the
+ * statement runs again (docs/invariants.md, 15).
+ */
+function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: string, expected: IssueStatus[]) {
+  return sql`
+    WITH ${runCte(runId, actor, true)},
+    ${lockedIssuesCte(actor, [issueId])},
+    holder AS (
+      SELECT ${raw(RUN_CTE_COLUMNS)} FROM heartbeat_runs r WHERE r.id = (SELECT checkout_run_id FROM cur)
+    ),
+    -- A holder that looks dead in this statement's snapshot may have changed
+    -- since: its row is locked and read at its newest version, and liveness
+    -- is decided from that. (Another statement timing the run out makes it
+    -- TIMED_OUT, dead; a heartbeat that landed first makes it live.)
+    holder_now AS (
+      SELECT r.id, r.status, baton_run_is_live(r.status, r.lease_expires_at) AS live FROM heartbeat_runs r
+       WHERE r.id = (SELECT id FROM holder WHERE NOT live)
+         AND (SELECT checkout_run_id <> ${runId}::uuid FROM cur)
+       FOR UPDATE
+    ),
+    expired AS (
+      UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
+       WHERE r.id = (SELECT id FROM holder_now WHERE NOT live AND status = 'RUNNING')
+         AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
+      RETURNING r.id
+    ),
+    seen AS (
+      SELECT cur.*,
+             CASE WHEN cur.checkout_run_id IS NULL THEN false
+                  WHEN NOT EXISTS (SELECT 1 FROM holder) THEN true
+                  WHEN (SELECT live FROM holder) THEN true
+                  ELSE coalesce((SELECT live FROM holder_now), false) END AS holder_live
+        FROM cur
+    ),
+    -- The issue's key, if it has a limit. An issue that is not active yet
+    -- would make it one more; an active one (a dead holder's, to adopt)
+    -- would not (docs/lifecycle.md, Concurrency keys).
+    -- k.active is the count in this statement's snapshot, cur the issue's
+    -- newest version: if the issue itself was active in the key in the
+    -- snapshot and its hold has ended since (cur waited for that release),
+    -- its slot is free and is not counted. A slot taken since the snapshot is
+    -- caught by the keys' trigger (40001: the statement runs again).
+    full_key AS (
+      SELECT k.key, k.max_active FROM concurrency_keys k JOIN cur ON k.company_id = cur.company_id AND k.key = cur.concurrency_key
+       WHERE k.max_active IS NOT NULL
+         AND cur.status NOT IN ('CLAIMED', 'IN_PROGRESS')
+         AND k.active - (SELECT count(*) FROM issues s
+                          WHERE s.id = cur.id AND s.concurrency_key = k.key AND s.status IN ('CLAIMED', 'IN_PROGRESS'))::int
+             >= k.max_active
+    ),
+    verdict AS (
+      SELECT CASE
+        WHEN s.checkout_run_id = ${runId}::uuid THEN 'ALREADY_HELD'
+        WHEN EXISTS (SELECT 1 FROM full_key) THEN 'LIMIT_REACHED'
+        WHEN NOT (s.status = ANY(${expected}::issue_status[]) AND s.status = ANY(${CLAIMABLE_STATUSES}::issue_status[])) THEN 'UNEXPECTED_STATUS'
+        WHEN s.holder_live THEN 'HELD'
+        WHEN s.assignee_agent_id IS NOT NULL AND s.assignee_agent_id <> ${actor.agentId}::uuid THEN 'ASSIGNED'
+        WHEN s.checkout_run_id IS NOT NULL
+             AND ${raw(attemptsAfterDeath("s"))} >= s.max_attempts THEN 'ADOPT_EXHAUSTED'
+        WHEN s.attempt_count >= s.max_attempts THEN 'EXHAUSTED'
+        WHEN s.checkout_run_id IS NOT NULL THEN 'ADOPT'
+        WHEN s.status = 'OPEN' THEN 'CLAIM'
+        ELSE 'UNEXPECTED_STATUS' END AS verdict
+        FROM seen s
+    ),
+    changed AS (
+      UPDATE issues i
+         SET status = CASE WHEN v.verdict = 'ADOPT_EXHAUSTED' THEN 'ESCALATED' ELSE 'CLAIMED' END::issue_status,
+             checkout_run_id = CASE WHEN v.verdict = 'ADOPT_EXHAUSTED' THEN NULL ELSE ${runId}::uuid END,
+             execution_run_id = NULL, execution_agent_name_key = NULL, execution_locked_at = NULL,
+             claimed_at = CASE WHEN v.verdict = 'ADOPT_EXHAUSTED' THEN i.claimed_at ELSE now() END,
+             -- a holder that died CLAIMED, before reaching IN_PROGRESS, spent an attempt (attemptsAfterDeath)
+             attempt_count = CASE WHEN v.verdict IN ('ADOPT', 'ADOPT_EXHAUSTED') THEN ${raw(attemptsAfterDeath("i"))} ELSE i.attempt_count END,
+             lock_epoch = i.lock_epoch + (v.verdict IN ('ADOPT', 'CLAIM'))::int,
+             ${raw(stampEvent("i"))}, updated_at = now()
+        FROM verdict v
+       WHERE i.id = ${issueId}::uuid AND v.verdict IN ('CLAIM', 'ADOPT', 'ADOPT_EXHAUSTED')
+      RETURNING i.*,
+                CASE v.verdict WHEN 'CLAIM' THEN 'CLAIMED' WHEN 'ADOPT' THEN 'ADOPTED' ELSE 'ESCALATED' END AS ev_kind,
+                ${runId}::uuid AS ev_run_id, ${actor.agentId}::uuid AS ev_agent_id,
+                CASE v.verdict WHEN 'CLAIM' THEN NULL ELSE 'HOLDER_DEAD' END AS ev_reason
+    ),
+    ${appendEvents("changed")}
+    SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
+           (SELECT verdict FROM verdict) AS verdict,
+           (SELECT ${issueJson("c")} FROM cur c) AS current,
+           (SELECT ${issueJson("c")} FROM changed c) AS issue,
+           (SELECT json_build_object('id', h.id, 'agentId', h.agent_id, 'status', h.status, 'live', h.live) FROM holder h) AS holder,
+           (SELECT json_build_object('key', f.key, 'maxActive', f.max_active) FROM full_key f) AS "limit",
+           (SELECT list FROM events) AS events`;
+}
+
+/** Runs CHECKOUT_IF_EXPECTED and publishes what it committed; the caller turns the verdict into the answer. */
+export function checkoutIfExpected(
+  deps: StatementDeps,
+  actor: AgentActor,
+  runId: string,
+  issueId: string,
+  expected: IssueStatus[],
+): Promise<CheckoutAnswer> {
+  return commitChange<CheckoutAnswer>(deps, named("CHECKOUT_IF_EXPECTED", checkoutIfExpectedStatement(runId, actor, issueId, expected)));
+}

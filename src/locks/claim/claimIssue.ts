@@ -1,0 +1,112 @@
+// claimIssue: take the checkout lock, either on the caller's next claimable
+// issue (CLAIM_NEXT_FOR_EACH, claimNextForEach.ts) or on one named issue
+// (CHECKOUT_IF_EXPECTED, checkoutIfExpected.ts), and answer what happened.
+// Each is one statement: the decision, the change and its ledger row commit
+// together, and zero changed rows is a typed outcome, never an exception.
+import { CLAIMABLE_STATUSES, checkoutIfExpected } from "./checkoutIfExpected.js";
+import { claimNextForEach } from "./claimNextForEach.js";
+import type { LockDeps } from "../shared/deps.js";
+import { refuseRun, withoutLive } from "../runs/runs.js";
+import type { AgentActor, ClaimIssueResult } from "../shared/types.js";
+import type { IssueStatus } from "../../domain/types.js";
+import { issueNotFound } from "../shared/types.js";
+
+export interface ClaimInput {
+  runId: string;
+  issueId?: string | null;
+  expectedStatuses?: IssueStatus[] | null;
+  includeUnassigned?: boolean | null;
+}
+
+export async function claimIssue(deps: LockDeps, actor: AgentActor, input: ClaimInput): Promise<ClaimIssueResult> {
+  if (input.issueId) return checkoutNamed(deps, actor, input.runId, input.issueId, input.expectedStatuses ?? ["OPEN"]);
+  return claimNext(deps, actor, input.runId, input.includeUnassigned ?? false);
+}
+
+/** Without an issue id: CLAIM_NEXT_FOR_EACH, with the company's other claims in flight when the API groups them. */
+async function claimNext(deps: LockDeps, actor: AgentActor, runId: string, includeUnassigned: boolean): Promise<ClaimIssueResult> {
+  const request = { actor, runId, includeUnassigned };
+  const { run, issue } = deps.groups
+    ? await deps.groups.claim.submit(actor.companyId, request) // with the company's other claims in flight
+    : (await claimNextForEach(deps, actor.companyId, [request]))[0]!;
+  const refused = refuseRun(run, runId, actor);
+  if (refused) return refused;
+  if (!issue || !run) return { __typename: "NoIssueAvailable", message: "no claimable issue" };
+  return { __typename: "IssueClaimed", issue, run: withoutLive(run), alreadyHeld: false, adopted: false };
+}
+
+/** With an issue id: CHECKOUT_IF_EXPECTED, its verdict turned into the answer. */
+async function checkoutNamed(
+  deps: LockDeps,
+  actor: AgentActor,
+  runId: string,
+  issueId: string,
+  expected: IssueStatus[],
+): Promise<ClaimIssueResult> {
+  const row = await checkoutIfExpected(deps, actor, runId, issueId, expected);
+  const refused = refuseRun(row.run, runId, actor);
+  if (refused) return refused;
+  const run = withoutLive(row.run!);
+  const cur = row.current;
+  if (!cur || !row.verdict) return issueNotFound(issueId);
+  switch (row.verdict) {
+    case "ALREADY_HELD":
+      return { __typename: "IssueClaimed", issue: cur, run, alreadyHeld: true, adopted: false };
+    case "CLAIM":
+    case "ADOPT":
+      return { __typename: "IssueClaimed", issue: row.issue!, run, alreadyHeld: false, adopted: row.verdict === "ADOPT" };
+    case "LIMIT_REACHED":
+      return {
+        __typename: "ConcurrencyLimitReached",
+        message: `concurrency key ${row.limit!.key} already has ${row.limit!.maxActive} active issues, its limit`,
+        key: row.limit!.key,
+        maxActive: row.limit!.maxActive,
+      };
+    case "UNEXPECTED_STATUS":
+      return {
+        __typename: "UnexpectedStatus",
+        message: CLAIMABLE_STATUSES.includes(cur.status) || !expected.includes(cur.status)
+          ? `issue ${issueId} is ${cur.status}, expected one of [${expected.join(", ")}]`
+          : `issue ${issueId} is ${cur.status}: a checkout starts only from ${CLAIMABLE_STATUSES.join(", ")}`,
+        issueId,
+        status: cur.status,
+        expectedStatuses: expected,
+      };
+    case "HELD":
+      return {
+        __typename: "CheckoutConflict",
+        message: `issue ${issueId} is checked out by run ${cur.checkoutRunId} of agent ${row.holder?.agentId ?? "unknown"}`,
+        issueId,
+        status: cur.status,
+        ownerAgentId: row.holder?.agentId ?? null,
+        ownerRunId: cur.checkoutRunId,
+        executionRunId: cur.executionRunId,
+        holderRunIsLive: true,
+      };
+    case "ASSIGNED":
+      return {
+        __typename: "CheckoutConflict",
+        message: `issue ${issueId} is assigned to agent ${cur.assigneeAgentId}`,
+        issueId,
+        status: cur.status,
+        ownerAgentId: cur.assigneeAgentId,
+        ownerRunId: cur.checkoutRunId,
+        executionRunId: cur.executionRunId,
+        holderRunIsLive: false,
+      };
+    case "EXHAUSTED":
+    case "ADOPT_EXHAUSTED": {
+      const after = row.issue ?? cur;
+      return {
+        __typename: "AttemptsExhausted",
+        message:
+          row.verdict === "ADOPT_EXHAUSTED"
+            ? `issue ${issueId} used its last attempt when its holder died; it is now ESCALATED`
+            : `issue ${issueId} has used all ${after.maxAttempts} attempts`,
+        issueId,
+        attemptCount: after.attemptCount,
+        maxAttempts: after.maxAttempts,
+      };
+    }
+  }
+}

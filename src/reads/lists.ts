@@ -1,0 +1,144 @@
+// Read models for the queries. Every read is scoped to one company: an id from
+// another company reads as not found.
+import type { Queryable } from "../db/client.js";
+import { prunedColumns, refuseAhead, refusePruned } from "../events/history.js";
+import type { PrunedColumns } from "../events/history.js";
+import { agentJson, eventJson, issueJson, named, queryAll, queryOne, raw, runJson, sql } from "../db/sql.js";
+import type { Agent, Company } from "../domain/types.js";
+import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "../domain/types.js";
+
+export async function getCompany(db: Queryable, id: string): Promise<Company | null> {
+  const row = await queryOne<{ company: Company } | undefined>(
+    db,
+    sql`SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company FROM companies c WHERE c.id = ${id}::uuid`,
+  );
+  return row?.company ?? null;
+}
+
+/** Companies by name, for the admin token's company picker. */
+export async function listCompanies(db: Queryable, first: number): Promise<Company[]> {
+  const rows = await queryAll<{ company: Company }>(
+    db,
+    sql`SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company
+          FROM companies c ORDER BY c.name, c.id LIMIT ${first}::int`,
+  );
+  return rows.map((r) => r.company);
+}
+
+export async function listAgents(db: Queryable, companyId: string): Promise<Agent[]> {
+  const rows = await queryAll<{ agent: Agent }>(
+    db,
+    sql`SELECT ${agentJson("a")} AS agent
+          FROM agents a WHERE a.company_id = ${companyId}::uuid ORDER BY a.created_at, a.id`,
+  );
+  return rows.map((r) => r.agent);
+}
+
+/** Issues by id, each only if it belongs to the company (null: any company). */
+export async function getIssues(db: Queryable, ids: readonly string[], companyId: string | null): Promise<Issue[]> {
+  if (ids.length === 0) return [];
+  const rows = await queryAll<{ issue: Issue }>(
+    db,
+    sql`SELECT ${issueJson("i")} AS issue FROM issues i
+         WHERE i.id = ANY(${[...ids]}::uuid[]) AND (${companyId}::uuid IS NULL OR i.company_id = ${companyId}::uuid)`,
+  );
+  return rows.map((r) => r.issue);
+}
+
+export interface IssuePage {
+  issues: Issue[];
+  hasNextPage: boolean;
+}
+
+/** Issues in (created_at, id) order, after the issue `afterId` (keyset pagination: stable under inserts). */
+export async function listIssues(
+  db: Queryable,
+  companyId: string,
+  filter: { status?: IssueStatus[] | null; assigneeAgentId?: string | null; afterId?: string | null; first: number },
+): Promise<IssuePage> {
+  const rows = await queryAll<{ issue: Issue }>(
+    db,
+    sql`SELECT ${issueJson("i")} AS issue FROM issues i
+         WHERE i.company_id = ${companyId}::uuid
+           AND (${filter.status ?? null}::issue_status[] IS NULL OR i.status = ANY(${filter.status ?? null}::issue_status[]))
+           AND (${filter.assigneeAgentId ?? null}::uuid IS NULL OR i.assignee_agent_id = ${filter.assigneeAgentId ?? null}::uuid)
+           AND (${filter.afterId ?? null}::uuid IS NULL OR (i.created_at, i.id) > (
+                 SELECT a.created_at, a.id FROM issues a WHERE a.id = ${filter.afterId ?? null}::uuid AND a.company_id = ${companyId}::uuid))
+         ORDER BY i.created_at, i.id
+         LIMIT ${filter.first + 1}::int`,
+  );
+  return { issues: rows.slice(0, filter.first).map((r) => r.issue), hasNextPage: rows.length > filter.first };
+}
+
+export async function getRun(db: Queryable, id: string, companyId: string | null): Promise<Run | null> {
+  const row = await queryOne<{ run: Run } | undefined>(
+    db,
+    sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
+         WHERE r.id = ${id}::uuid AND (${companyId}::uuid IS NULL OR r.company_id = ${companyId}::uuid)`,
+  );
+  return row?.run ?? null;
+}
+
+/** Newest first. */
+export async function listRuns(db: Queryable, companyId: string, status: RunStatus[] | null, first: number): Promise<Run[]> {
+  const rows = await queryAll<{ run: Run }>(
+    db,
+    sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
+         WHERE r.company_id = ${companyId}::uuid
+           AND (${status}::run_status[] IS NULL OR r.status = ANY(${status}::run_status[]))
+         ORDER BY r.started_at DESC, r.id DESC
+         LIMIT ${first}::int`,
+  );
+  return rows.map((r) => r.run);
+}
+
+/**
+ * A page of a company's ledger, final events only (below the statement's
+ * horizon), so it is safe to resume from: no smaller seq can appear later
+ * (docs/events.md, "How seq is made"). A page: seq > afterSeq and seq < beforeSeq, ascending,
+ * or newest first (the event tail of a board, paged back with beforeSeq).
+ */
+export async function listLockEvents(
+  db: Queryable,
+  companyId: string,
+  filter: { afterSeq: string | null; beforeSeq?: string | null; newestFirst?: boolean; issueId?: string | null; agentId?: string | null; first: number },
+): Promise<LockEvent[]> {
+  // A literal direction, not a CASE: either way the (company_id, seq) key reads the page in order.
+  const order = raw(filter.newestFirst === true ? "e.seq DESC" : "e.seq");
+  const pageOrder = raw(filter.newestFirst === true ? "p.seq DESC" : "p.seq");
+  // Without afterSeq the page starts at the oldest event kept: nothing to refuse.
+  const afterSeq = filter.afterSeq === null ? null : BigInt(filter.afterSeq);
+  const matches = sql`e.company_id = ${companyId}::uuid
+           AND e.seq > ${filter.afterSeq ?? "0"}::bigint
+           AND e.seq < ${filter.beforeSeq ?? "9223372036854775807"}::bigint
+           AND e.seq < (SELECT baton_event_horizon())
+           AND (${filter.issueId ?? null}::uuid IS NULL OR e.issue_id = ${filter.issueId ?? null}::uuid)
+           AND (${filter.agentId ?? null}::uuid IS NULL OR e.agent_id = ${filter.agentId ?? null}::uuid)`;
+  // Read forward from below the newest dropped seq (a point EVENTS_PRUNED offered), a page also
+  // holds every kept event below that seq, past `first`: the next page then starts above it, where
+  // nothing is refused, however few events a page holds.
+  const beyond =
+    filter.newestFirst === true || afterSeq === null
+      ? sql`0`
+      : sql`(SELECT count(*)::int FROM lock_events e, lock_events_pruned x
+              WHERE x.company_id = ${companyId}::uuid AND e.seq < x.through_seq AND ${matches})`;
+  const row = await queryOne<{ events: LockEvent[]; ceiling: string } & PrunedColumns>(
+    db,
+    // LIST_LOCK_EVENTS: only final events, below the snapshot's horizon (docs/events.md),
+    // so a reader that resumes after the last seq of a page never skips one; and one
+    // resuming where retention dropped events (EVENTS_PRUNED), or after a seq this cluster
+    // has not made (SEQ_AHEAD), is refused: same snapshot.
+    named("LIST_LOCK_EVENTS", sql`SELECT coalesce((SELECT json_agg(p.event ORDER BY ${pageOrder}) FROM (
+         SELECT e.seq, ${eventJson("e")} AS event FROM lock_events e
+         WHERE ${matches}
+         ORDER BY ${order}
+         LIMIT ${filter.first}::int + ${beyond}) p), '[]'::json) AS events,
+       (SELECT baton_event_ceiling())::text AS ceiling,
+       ${prunedColumns(companyId, afterSeq ?? 0n)}`),
+  );
+  if (afterSeq !== null) {
+    refuseAhead(afterSeq, BigInt(row.ceiling));
+    refusePruned(afterSeq, row);
+  }
+  return row.events;
+}
