@@ -17,7 +17,7 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = 
   return el;
 }
 
-export function append(el: Element, children: readonly Child[]): void {
+function append(el: Element, children: readonly Child[]): void {
   for (const child of children) {
     if (child == null || child === false) continue;
     el.append(typeof child === "object" ? child : document.createTextNode(String(child)));

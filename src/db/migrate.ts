@@ -44,7 +44,7 @@ export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
   );
 }
 
-export class MigrationError extends Error {
+class MigrationError extends Error {
   override name = "MigrationError";
 }
 

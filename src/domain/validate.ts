@@ -37,7 +37,7 @@ export function validateMaxAttempts(maxAttempts: number | null): asserts maxAtte
 }
 
 export const MAX_CONCURRENCY_KEY_LENGTH = 200;
-export const MAX_CONCURRENCY_LIMIT = 10_000;
+const MAX_CONCURRENCY_LIMIT = 10_000;
 
 /** A concurrency key: 1..200 characters, compared exactly (no trimming, no case folding). */
 export function validateConcurrencyKey(name: string, key: string): string {

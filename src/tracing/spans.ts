@@ -47,7 +47,7 @@ export function currentTracer(): Tracer {
 }
 
 /** Ends a span, marking it failed with the error's SQLSTATE or class name (never its message). */
-export function endSpan(span: Span, err?: unknown): void {
+function endSpan(span: Span, err?: unknown): void {
   if (err !== undefined) {
     const code = (err as { code?: unknown } | null)?.code;
     const type = typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : err instanceof Error ? err.name : "Error";
@@ -83,7 +83,7 @@ interface Group {
 const GROUP = createContextKey("baton.group");
 
 /**
- * Runs a statement named with named() (src/db/sql.ts) in a span called by its
+ * Runs a statement named with statement() (src/db/sql.ts) in a span called by its
  * name, as a child of the active span. A statement outside any traced work
  * (the ledger watcher's polls, a metrics scrape) makes no span: it would be a
  * trace of its own every second. Only called when tracing() is true.
