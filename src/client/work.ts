@@ -18,12 +18,21 @@
 // lost hold for every job at once: each signal is aborted, nothing more is
 // claimed, released or finished (the key could do none of it), and `done`
 // rejects with an UnauthenticatedError.
+import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
 import { context } from "@opentelemetry/api";
-import type { Baton, LockChange } from "./baton.js";
-import { BatonError, EventsPrunedError, UnauthenticatedError } from "./baton.js";
-import { WorkAcquireDocument, WorkClaimDocument, WorkClaimManyDocument, WorkFinishRunDocument, WorkHeartbeatDocument, WorkReleaseDocument, WorkStartRunDocument, MeDocument } from "./generated/graphql.js";
+import { BatonError, EventsPrunedError, UnauthenticatedError } from "./errors.js";
+import { MeDocument, WorkAcquireDocument, WorkClaimDocument, WorkClaimManyDocument } from "./generated/graphql.js";
+import { WorkFinishRunDocument, WorkHeartbeatDocument, WorkReleaseDocument, WorkStartRunDocument } from "./generated/graphql.js";
 import type { WorkIssueFragment, WorkRunFragment } from "./generated/graphql.js";
+import type { LockChange, LockChangesFilter } from "./lockChanges.js";
+import type { RequestOptions } from "./request.js";
 import { TraceLife } from "./tracing.js";
+
+/** What the worker asks of its Baton (baton.ts passes itself): requests, and the ledger's live changes. */
+interface WorkerBaton {
+  request<R, V extends Record<string, unknown>>(document: TypedDocumentNode<R, V>, variables: V, options: RequestOptions): Promise<R>;
+  lockChanges(filter: LockChangesFilter): AsyncIterableIterator<LockChange>;
+}
 
 /** Throw it from a handler to put the issue back in the queue (the attempt is counted). */
 export class Requeue extends Error {
@@ -43,7 +52,10 @@ export interface Job {
   readonly lockEpoch: number;
   /** Which attempt of the issue this is (1 for the first). */
   readonly attempt: number;
-  /** Aborted, with a reason, the moment the hold is lost (the key revoked included: the reason is then an UnauthenticatedError), or the worker stops after its drain timeout. */
+  /**
+   * Aborted, with a reason, the moment the hold is lost (the key revoked included: the reason is then an UnauthenticatedError),
+   * or the worker stops after its drain timeout.
+   */
   readonly signal: AbortSignal;
 }
 
@@ -102,7 +114,7 @@ function mayHaveTakenEffect(err: unknown): boolean {
   return err.code === "UNREACHABLE" || err.code === "INTERNAL_SERVER_ERROR";
 }
 
-export function work(baton: Baton, handler: Handler, options: WorkOptions = {}): Worker {
+export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions = {}): Worker {
   const concurrency = Math.max(1, Math.trunc(options.concurrency ?? 1));
   const log = options.onLog ?? (() => {});
   /** The caller's OpenTelemetry context: each issue's trace starts under it (docs/client.md, Tracing). */
@@ -250,7 +262,11 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
       // One trace for the batch claim; each claimed issue's life is a part of it.
       const batch = TraceLife.start("baton claim", ambient);
       try {
-        const { claimIssues } = await baton.request(WorkClaimManyDocument, { runId: current.id, limit: free, includeUnassigned }, { traceContext: batch.context });
+        const { claimIssues } = await baton.request(
+          WorkClaimManyDocument,
+          { runId: current.id, limit: free, includeUnassigned },
+          { traceContext: batch.context },
+        );
         if (claimIssues.__typename === "RunNotActive") return loseRun(claimIssues.message), 0;
         if (claimIssues.__typename !== "IssuesClaimed" || refusedWith) return 0; // refused meanwhile: nothing more starts
         for (const issue of claimIssues.issues) launch(issue, current.id, TraceLife.start("baton issue", batch.context));
@@ -270,7 +286,11 @@ export function work(baton: Baton, handler: Handler, options: WorkOptions = {}):
       const { acquireExecution } = await baton.request(WorkAcquireDocument, { runId: current.id, issueId: claimIssue.issue.id }, { traceContext });
       if (acquireExecution.__typename !== "ExecutionAcquired") {
         log("could not start a claimed issue; releasing it", { issueId: claimIssue.issue.id, answer: acquireExecution.__typename });
-        await baton.request(WorkReleaseDocument, { runId: current.id, issueId: claimIssue.issue.id, outcome: "REQUEUE", reason: acquireExecution.message }, { traceContext });
+        await baton.request(
+          WorkReleaseDocument,
+          { runId: current.id, issueId: claimIssue.issue.id, outcome: "REQUEUE", reason: acquireExecution.message },
+          { traceContext },
+        );
         return 0;
       }
       if (refusedWith) return 0; // refused meanwhile: nothing more starts
