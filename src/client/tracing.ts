@@ -75,13 +75,21 @@ export class TraceLife {
 }
 
 /** The headers one request carries, and what to call when it is answered (ends its client span, if one is recorded). */
-export function requestTrace(operation: string | undefined, parent: Context = context.active()): { headers: Record<string, string>; end(failed?: boolean): void } {
+export function requestTrace(
+  operation: string | undefined,
+  parent: Context = context.active(),
+): { headers: Record<string, string>; end(failed?: boolean): void } {
   const span = tracer().startSpan(operation ? `baton ${operation}` : "baton request", { kind: SpanKind.CLIENT }, parent);
   let sc: SpanContext;
   if (madeBySdk(span, parent)) sc = span.spanContext();
   else {
     const inherited = validParent(parent);
-    sc = { traceId: inherited?.traceId ?? randomId(16), spanId: randomId(8), traceFlags: inherited?.traceFlags ?? TraceFlags.SAMPLED, traceState: inherited?.traceState };
+    sc = {
+      traceId: inherited?.traceId ?? randomId(16),
+      spanId: randomId(8),
+      traceFlags: inherited?.traceFlags ?? TraceFlags.SAMPLED,
+      traceState: inherited?.traceState,
+    };
   }
   const headers: Record<string, string> = { traceparent: formatTraceparent(sc) };
   const state = sc.traceState?.serialize();
