@@ -1,6 +1,7 @@
 // Typed documents, checked against the printed schema.graphql and turned into
 // TypedDocumentNodes: the tests' operations (test/operations → test/generated)
-// and the baton/client SDK's own (src/client/operations → src/client/generated).
+// and the baton/client SDK's own with the `baton` CLI's (src/client/operations and
+// src/cli/operations → src/client/generated, the CLI's read as the SDK's `Documents`).
 // The board's (src/board/operations → src/board/generated) are plain strings
 // (documentMode "string"), so the page it runs in needs no GraphQL library.
 import type { CodegenConfig } from "@graphql-codegen/cli";
@@ -21,7 +22,7 @@ const config: CodegenConfig = {
   ignoreNoDocuments: true,
   generates: {
     "test/generated/": { ...preset, documents: ["test/operations/**/*.graphql"] },
-    "src/client/generated/": { ...preset, documents: ["src/client/operations/**/*.graphql"] },
+    "src/client/generated/": { ...preset, documents: ["src/client/operations/**/*.graphql", "src/cli/operations/**/*.graphql"] },
     "src/board/generated/": {
       ...preset,
       presetConfig: { ...preset.presetConfig, persistedDocuments: false },
