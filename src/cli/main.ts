@@ -8,8 +8,9 @@
 // 6 the seq asked to resume after is ahead of the server's ledger (SEQ_AHEAD).
 import { parseArgs } from "node:util";
 import { Baton, BatonError, DEFAULT_URL } from "../client/index.js";
-import { COMMANDS, MissingToken, Problem, Pruned, Usage } from "./commands.js";
-import type { Context } from "./commands.js";
+import { COMMANDS, runCommand } from "./commands/index.js";
+import { MissingToken, Problem, Pruned, Usage } from "./kit.js";
+import type { Context } from "./kit.js";
 import { CannotRun } from "./processes.js";
 
 const USAGE = `Usage: baton [--url URL] [--token TOKEN] [--json] COMMAND [ARGS…]
@@ -59,7 +60,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return command || flags.help ? 0 : 2;
   }
-  const entry = COMMANDS[command];
+  const entry = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
   if (!entry) throw new Usage(`unknown command '${command}'`);
   // --json may also come after the command, as users type it.
   const json = flags.json ?? false;
@@ -71,7 +72,7 @@ async function main(argv: string[]): Promise<number> {
     out: (line) => process.stdout.write(`${line}\n`),
     err: (line) => process.stderr.write(`${line}\n`),
   };
-  return entry.run(ctx, rest);
+  return runCommand(ctx, command, entry, rest);
 }
 
 function exitCodeOf(err: unknown): { code: number; line: string } {

@@ -22,20 +22,20 @@
 //     second: one Ctrl-C under npm arrives twice) stops them at once and
 //     exits 1;
 //   - if baton dies (SIGKILL, say), its watchdog stops every command it ran
-//     (watchdog.ts);
+//     (../watchdog.ts);
 //   - if the key is revoked (rotated, or the agent disabled) every hold is
 //     lost at once: each command is stopped as above, nothing more is claimed
 //     or released, and once the commands have exited baton exits 3 with one
 //     line saying so.
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { onStopSignals } from "../bin/shutdown.js";
-import { Requeue } from "../client/index.js";
-import type { Job, WorkIssue } from "../client/index.js";
-import { parse, Usage } from "./commands.js";
-import type { Context } from "./commands.js";
-import { CannotRun, signalGroup, startWatchdog, whyNotRunnable } from "./processes.js";
-import type { Watchdog } from "./processes.js";
+import { onStopSignals } from "../../bin/shutdown.js";
+import { Requeue } from "../../client/index.js";
+import type { Job, WorkIssue } from "../../client/index.js";
+import { parse, Usage } from "../kit.js";
+import type { Context } from "../kit.js";
+import { CannotRun, signalGroup, startWatchdog, whyNotRunnable } from "../processes.js";
+import type { Watchdog } from "../processes.js";
 
 const USAGE = "work [--concurrency N] [--once] [--include-unassigned] [--drain-timeout SECONDS] -- COMMAND [ARGS…]";
 const KILL_AFTER_MS = 10_000;

@@ -1,0 +1,58 @@
+// `baton agent rotate-key | disable | enable` and `baton board rotate-key`:
+// keys and agents (board key, or the admin token).
+import { Documents } from "../../client/index.js";
+import { companyOf, parse, Usage } from "../kit.js";
+import type { Context } from "../kit.js";
+
+type Agent = Documents.AgentFieldsFragment;
+
+function printAgent(ctx: Context, agent: Agent): void {
+  if (ctx.json) return ctx.out(JSON.stringify(agent));
+  for (const [k, v] of Object.entries(agent)) ctx.out(`${k.padEnd(22)} ${v ?? ""}`);
+}
+
+/**
+ * A new key, shown once: with --json, {"apiKey": "…"}; otherwise the key alone
+ * on stdout (so that KEY=$(baton … rotate-key …) holds just the key) and what it
+ * is on stderr. It goes nowhere else: no log line, no error message.
+ */
+function printNewKey(ctx: Context, apiKey: string, whose: string): void {
+  if (ctx.json) return ctx.out(JSON.stringify({ apiKey }));
+  ctx.err(`baton: the new key for ${whose}, shown once: keep it now. The key it replaces no longer works.`);
+  ctx.out(apiKey);
+}
+
+export async function rotateAgentKey(ctx: Context, words: string[]): Promise<number> {
+  const p = parse(ctx, words, "agent rotate-key ID", {}, 1);
+  if (!p) return 0;
+  const agentId = p.positionals[0]!;
+  const { rotateAgentKey } = await ctx.baton.request(Documents.RotateAgentKeyDocument, { agentId });
+  printNewKey(ctx, rotateAgentKey.apiKey, `agent ${agentId}`);
+  return 0;
+}
+
+export async function disableAgent(ctx: Context, words: string[]): Promise<number> {
+  const p = parse(ctx, words, "agent disable ID --reason R", { reason: { type: "string" } }, 1);
+  if (!p) return 0;
+  if (typeof p.values.reason !== "string") throw new Usage("--reason is required: baton agent disable ID --reason R");
+  const { disableAgent } = await ctx.baton.request(Documents.DisableAgentDocument, { agentId: p.positionals[0]!, reason: p.values.reason });
+  printAgent(ctx, disableAgent);
+  return 0;
+}
+
+export async function enableAgent(ctx: Context, words: string[]): Promise<number> {
+  const p = parse(ctx, words, "agent enable ID", {}, 1);
+  if (!p) return 0;
+  const { enableAgent } = await ctx.baton.request(Documents.EnableAgentDocument, { agentId: p.positionals[0]! });
+  printAgent(ctx, enableAgent);
+  return 0;
+}
+
+export async function rotateBoardKey(ctx: Context, words: string[]): Promise<number> {
+  const p = parse(ctx, words, "board rotate-key [--company ID]", { company: { type: "string" } });
+  if (!p) return 0;
+  const companyId = await companyOf(ctx, p.values.company);
+  const { rotateBoardKey } = await ctx.baton.request(Documents.RotateBoardKeyDocument, { companyId });
+  printNewKey(ctx, rotateBoardKey.apiKey, `company ${companyId}`);
+  return 0;
+}
