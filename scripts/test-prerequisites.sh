@@ -14,7 +14,7 @@ set -uo pipefail
 
 DATABASE_URL_FOR_TESTS=${TEST_DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/postgres}
 REDIS_URL_FOR_TESTS=${TEST_REDIS_URL:-redis://127.0.0.1:6379}
-# Where Debian's package puts it (test/scripts/test-prerequisites.test.ts
+# Where Debian's package puts it (test/scripts/testPrerequisites.test.ts
 # names a path that does not exist, to see what happens where it is missing).
 DEBIAN_CHROMIUM=${TEST_PREREQUISITES_DEBIAN_CHROMIUM:-/usr/bin/chromium}
 CHROMIUM=${CHROMIUM_PATH:-$DEBIAN_CHROMIUM}

@@ -1,4 +1,4 @@
-// Helpers of the model's explorations (explore.test.ts, explore-variants.test.ts):
+// Helpers of the model's explorations (explore.test.ts, exploreVariants.test.ts):
 // the board moves tried, what an exploration saw (coverage), and a runner that
 // prints the figures docs/invariants.md quotes.
 import { expect } from "vitest";
