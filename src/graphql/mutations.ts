@@ -18,6 +18,7 @@ import type { UpdateIssueInput } from "../locks/operator/updateIssue.js";
 import { traced } from "../tracing/spans.js";
 import { builder } from "./builder.js";
 import { requireAdmin, requireAgent, requireBoard, requireKeyManager } from "./context.js";
+import type { Context } from "./context.js";
 import { AgentRef } from "./types/company.js";
 import { validateId } from "../domain/validate.js";
 import { InvalidInputError, NotFoundError } from "../domain/errors.js";
@@ -41,6 +42,17 @@ import {
 import { HeartbeatRunRef } from "./types/run.js";
 
 const optionalId = (name: string, value: string | null | undefined) => (value == null ? value : validateId(name, value));
+
+/**
+ * The verb's answer as the caller gets it: counted under the mutation's name
+ * (baton_mutation_outcomes_total) and written on the request's span with the ids it concerns.
+ */
+const answered = <R extends { __typename: string }>(
+  ctx: Context,
+  mutation: string,
+  ids: { runId?: string | null; issueId?: string | null },
+  answer: Promise<R>,
+): Promise<R> => answer.then((r) => ctx.services.metrics.outcome(mutation, traced(r, ids)));
 
 // ---- ADMIN ----
 builder.mutationFields((t) => ({
@@ -88,7 +100,8 @@ builder.mutationFields((t) => ({
   disableAgent: t.field({
     type: AgentRef,
     description:
-      "Every key of the agent stops working; its running runs are finished (CANCELLED) and the locks they held freed, attempts charged as for any dead run (events with reason AGENT_DISABLED), all before it returns.",
+      "Every key of the agent stops working; its running runs are finished (CANCELLED) and the locks they held freed, attempts charged as for any " +
+      "dead run (events with reason AGENT_DISABLED), all before it returns.",
     args: { agentId: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
     resolve: async (_root, { agentId, reason }, ctx) => {
       // the keys are refused everywhere from the first commit on, before the locks are taken back
@@ -151,11 +164,12 @@ builder.mutationFields((t) => ({
       const companyId = requireBoard(ctx);
       const changes: UpdateIssueInput = { ...input };
       if (input.assigneeAgentId != null) changes.assigneeAgentId = validateId("assigneeAgentId", input.assigneeAgentId);
-      return updateIssue(ctx.services.locks, companyId, validateId("id", id), changes).then((r) => {
+      const updated = updateIssue(ctx.services.locks, companyId, validateId("id", id), changes).then((r) => {
         // Edits of other fields write no ledger event: boards hear of them here.
         if (r.__typename === "IssueUpdated") ctx.services.bus.announceIssues(companyId, [r.issue.id]);
-        return ctx.services.metrics.outcome("updateIssue", traced(r, { issueId: id }));
+        return r;
       });
+      return answered(ctx, "updateIssue", { issueId: id }, updated);
     },
   }),
 
@@ -163,15 +177,18 @@ builder.mutationFields((t) => ({
     type: ForceReleaseResultRef,
     args: { issueId: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
     resolve: (_root, { issueId, reason }, ctx) =>
-      forceReleaseIssue(ctx.services.locks, requireBoard(ctx), { issueId: validateId("issueId", issueId), reason }).then((r) =>
-        ctx.services.metrics.outcome("forceReleaseIssue", traced(r, { issueId })),
-      ),
+      answered(ctx, "forceReleaseIssue", { issueId }, forceReleaseIssue(ctx.services.locks, requireBoard(ctx), {
+        issueId: validateId("issueId", issueId),
+        reason,
+      })),
   }),
 
   setConcurrencyLimit: t.field({
     type: ConcurrencyLimitRef,
     nullable: true,
-    description: "Caps how many issues of `key` may be CLAIMED or IN_PROGRESS at once (1..10000); null removes the cap (and answers null). A cap below the current count takes nothing away: it stops new claims of the key until the count falls.",
+    description:
+      "Caps how many issues of `key` may be CLAIMED or IN_PROGRESS at once (1..10000); null removes the cap (and answers null). A cap below the " +
+      "current count takes nothing away: it stops new claims of the key until the count falls.",
     args: { key: t.arg.string({ required: true }), maxActive: t.arg.int() },
     resolve: (_root, { key, maxActive }, ctx) => setConcurrencyLimit(ctx.services.db, requireBoard(ctx), key, maxActive ?? null),
   }),
@@ -199,20 +216,23 @@ builder.mutationFields((t) => ({
     type: RunResultRef,
     args: { runId: t.arg.id({ required: true }) },
     resolve: (_root, { runId }, ctx) =>
-      heartbeatRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId)).then((r) => ctx.services.metrics.outcome("heartbeatRun", traced(r, { runId }))),
+      answered(ctx, "heartbeatRun", { runId }, heartbeatRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId))),
   }),
 
   finishRun: t.field({
     type: RunResultRef,
     args: { runId: t.arg.id({ required: true }), status: t.arg({ type: RunStatusEnum, required: true }) },
     resolve: (_root, { runId, status }, ctx) =>
-      finishRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId), status).then((r) => ctx.services.metrics.outcome("finishRun", traced(r, { runId }))),
+      answered(ctx, "finishRun", { runId }, finishRun(ctx.services.locks, requireAgent(ctx), validateId("runId", runId), status)),
   }),
 
   claimIssue: t.field({
     type: ClaimIssueResultRef,
     description:
-      "Without issueId: atomically claim the caller's next claimable issue\n(priority CRITICAL..LOW, then oldest first; within a priority, concurrency\nkeys take turns and a key at its limit is passed over) with FOR UPDATE SKIP LOCKED.\nWith issueId: check out that issue if its status is in expectedStatuses.",
+      "Without issueId: atomically claim the caller's next claimable issue\n" +
+      "(priority CRITICAL..LOW, then oldest first; within a priority, concurrency\n" +
+      "keys take turns and a key at its limit is passed over) with FOR UPDATE SKIP LOCKED.\n" +
+      "With issueId: check out that issue if its status is in expectedStatuses.",
     args: {
       runId: t.arg.id({ required: true }),
       issueId: t.arg.id(),
@@ -220,22 +240,22 @@ builder.mutationFields((t) => ({
       includeUnassigned: t.arg.boolean({ defaultValue: false }),
     },
     resolve: (_root, args, ctx) =>
-      claimIssue(ctx.services.locks, requireAgent(ctx), {
+      answered(ctx, "claimIssue", args, claimIssue(ctx.services.locks, requireAgent(ctx), {
         runId: validateId("runId", args.runId),
         issueId: optionalId("issueId", args.issueId),
         expectedStatuses: args.expectedStatuses,
         includeUnassigned: args.includeUnassigned,
-      }).then((r) => ctx.services.metrics.outcome("claimIssue", traced(r, args))),
+      })),
   }),
 
   acquireExecution: t.field({
     type: AcquireExecutionResultRef,
     args: { runId: t.arg.id({ required: true }), issueId: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) =>
-      acquireExecution(ctx.services.locks, requireAgent(ctx), {
+      answered(ctx, "acquireExecution", args, acquireExecution(ctx.services.locks, requireAgent(ctx), {
         runId: validateId("runId", args.runId),
         issueId: validateId("issueId", args.issueId),
-      }).then((r) => ctx.services.metrics.outcome("acquireExecution", traced(r, args))),
+      })),
   }),
 
   releaseIssue: t.field({
@@ -247,18 +267,19 @@ builder.mutationFields((t) => ({
       reason: t.arg.string(),
     },
     resolve: (_root, args, ctx) =>
-      releaseIssue(ctx.services.locks, requireAgent(ctx), {
+      answered(ctx, "releaseIssue", args, releaseIssue(ctx.services.locks, requireAgent(ctx), {
         runId: validateId("runId", args.runId),
         issueId: validateId("issueId", args.issueId),
         outcome: args.outcome,
         reason: args.reason,
-      }).then((r) => ctx.services.metrics.outcome("releaseIssue", traced(r, args))),
+      })),
   }),
 
   claimIssues: t.field({
     type: ClaimIssuesResultRef,
     description:
-      "Claim up to `limit` (1..1000) of the caller's next claimable issues in one statement: the same order,\nguards and FOR UPDATE SKIP LOCKED as claimIssue without issueId, one CLAIMED event per issue.",
+      "Claim up to `limit` (1..1000) of the caller's next claimable issues in one statement: the same order,\n" +
+      "guards and FOR UPDATE SKIP LOCKED as claimIssue without issueId, one CLAIMED event per issue.",
     args: {
       runId: t.arg.id({ required: true }),
       limit: t.arg.int({ required: true }),
@@ -269,12 +290,12 @@ builder.mutationFields((t) => ({
       }),
     },
     resolve: (_root, args, ctx) =>
-      claimIssues(ctx.services.locks, requireAgent(ctx), {
+      answered(ctx, "claimIssues", args, claimIssues(ctx.services.locks, requireAgent(ctx), {
         runId: validateId("runId", args.runId),
         limit: args.limit,
         includeUnassigned: args.includeUnassigned,
         acquireExecution: args.acquireExecution,
-      }).then((r) => ctx.services.metrics.outcome("claimIssues", traced(r, args))),
+      })),
   }),
 
   releaseIssues: t.field({
@@ -287,11 +308,11 @@ builder.mutationFields((t) => ({
       reason: t.arg.string(),
     },
     resolve: (_root, args, ctx) =>
-      releaseIssues(ctx.services.locks, requireAgent(ctx), {
+      answered(ctx, "releaseIssues", { runId: args.runId }, releaseIssues(ctx.services.locks, requireAgent(ctx), {
         runId: validateId("runId", args.runId),
         issueIds: args.issueIds.map((id, n) => validateId(`issueIds[${n}]`, id)),
         outcome: args.outcome,
         reason: args.reason,
-      }).then((r) => ctx.services.metrics.outcome("releaseIssues", traced(r, { runId: args.runId }))),
+      })),
   }),
 }));
