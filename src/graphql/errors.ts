@@ -19,7 +19,9 @@ import type { Metrics } from "../metrics.js";
 export function codeOf(message: string): string {
   if (/^Syntax Error/.test(message)) return "GRAPHQL_PARSE_FAILED";
   if (/^Variable "\$|^Too many errors processing variables/.test(message)) return "BAD_USER_INPUT";
-  if (/^Unable to identify operation|^Could not determine what operation|^Must provide operation|^Unknown operation named/.test(message)) return "OPERATION_RESOLUTION_FAILURE";
+  if (/^Unable to identify operation|^Could not determine what operation|^Must provide operation|^Unknown operation named/.test(message)) {
+    return "OPERATION_RESOLUTION_FAILURE";
+  }
   return "GRAPHQL_VALIDATION_FAILED";
 }
 
@@ -31,7 +33,9 @@ export function codeOf(message: string): string {
 export function emptyRefusals() {
   const say: Record<number, string> = {
     405: "use GET or POST",
-    406: "the Accept header allows no answer this endpoint gives: accept application/json (or application/graphql-response+json); subscriptions also text/event-stream",
+    406:
+      "the Accept header allows no answer this endpoint gives: accept application/json (or application/graphql-response+json); " +
+      "subscriptions also text/event-stream",
     415: "send the operation as JSON: Content-Type: application/json",
   };
   return {
@@ -40,7 +44,8 @@ export function emptyRefusals() {
       const headers = new Headers(response.headers);
       headers.set("content-type", "application/json; charset=utf-8");
       headers.delete("content-length");
-      setResponse(new Response(JSON.stringify({ errors: [{ message: say[response.status], extensions: { code: "BAD_REQUEST" } }] }), { status: response.status, headers }));
+      const body = JSON.stringify({ errors: [{ message: say[response.status], extensions: { code: "BAD_REQUEST" } }] });
+      setResponse(new Response(body, { status: response.status, headers }));
     },
   };
 }
@@ -71,7 +76,11 @@ export function maskError(log: Logger, metrics: Metrics) {
     }
     if (original instanceof GraphQLError) {
       const shown = located ?? original;
-      const { originalError, http, ...extensions } = shown.extensions as { originalError?: unknown; http?: { status?: number; spec?: boolean }; code?: unknown };
+      const { originalError, http, ...extensions } = shown.extensions as {
+        originalError?: unknown;
+        http?: { status?: number; spec?: boolean };
+        code?: unknown;
+      };
       // graphql-js reports bad variables and invalid documents without a code: every error a client sees has one.
       // One with a path was raised while the answer was built (a value that cannot be serialised): ours, not the client's.
       if (extensions.code === undefined && shown.path) {
@@ -103,7 +112,8 @@ export function maskError(log: Logger, metrics: Metrics) {
     const away = unavailability(original);
     if (away) {
       // The database is away: the client's to retry, not a bug (no stack in the log).
-      log("warn", "database unavailable", { error: String((original as Error)?.message ?? original).split("\n").filter(Boolean).at(-1), kind: away, path: located?.path?.join(".") });
+      const lastLine = String((original as Error)?.message ?? original).split("\n").filter(Boolean).at(-1);
+      log("warn", "database unavailable", { error: lastLine, kind: away, path: located?.path?.join(".") });
       return clientError(
         away === "unreachable"
           ? "the database is unreachable; nothing was changed: retry"

@@ -60,7 +60,9 @@ builder.subscriptionFields((t) => ({
   lockChanged: t.field({
     type: LockEventRef,
     description:
-      "Every committed LockEvent of the company that matches the filters, from any\nAPI instance. With afterSeq, first replays committed events with seq > afterSeq\n(ascending), then continues live, with no duplicates.",
+      "Every committed LockEvent of the company that matches the filters, from any\n" +
+      "API instance. With afterSeq, first replays committed events with seq > afterSeq\n" +
+      "(ascending), then continues live, with no duplicates.",
     args: {
       companyId: t.arg.id({ required: true }),
       issueId: t.arg.id(),

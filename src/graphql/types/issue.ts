@@ -12,7 +12,9 @@ export const IssueRef = builder.objectRef<Issue>("Issue").implement({
     priority: t.expose("priority", { type: IssuePriorityEnum }),
     concurrencyKey: t.exposeString("concurrencyKey", {
       nullable: true,
-      description: "Issues that share a key take turns with other keys, and a key may limit how many of its issues are active at once (setConcurrencyLimit). null: the company's unkeyed pool, which is one key.",
+      description:
+        "Issues that share a key take turns with other keys, and a key may limit how many of its issues are active at once (setConcurrencyLimit). " +
+        "null: the company's unkeyed pool, which is one key.",
     }),
     assigneeAgentId: t.exposeID("assigneeAgentId", { nullable: true }),
     checkoutRunId: t.exposeID("checkoutRunId", { nullable: true }),
@@ -22,7 +24,9 @@ export const IssueRef = builder.objectRef<Issue>("Issue").implement({
     maxAttempts: t.exposeInt("maxAttempts"),
     lockEpoch: t.exposeInt("lockEpoch", {
       description:
-        "Fencing token: increases by one each time the checkout changes hands (claim\nor adoption) and never decreases. A holder passes it to downstream systems,\nwhich refuse writes that carry an older epoch than one they have seen.",
+        "Fencing token: increases by one each time the checkout changes hands (claim\n" +
+        "or adoption) and never decreases. A holder passes it to downstream systems,\n" +
+        "which refuse writes that carry an older epoch than one they have seen.",
     }),
     claimedAt: t.expose("claimedAt", { type: "DateTime", nullable: true }),
     executionLockedAt: t.expose("executionLockedAt", { type: "DateTime", nullable: true }),

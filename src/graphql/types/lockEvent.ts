@@ -9,7 +9,9 @@ export const LockEventRef = builder.objectRef<LockEvent>("LockEvent").implement(
   fields: (t) => ({
     seq: t.exposeID("seq", {
       description:
-        "The event's position in its company's stream, as a decimal string. Unique and\nincreasing within a company, and visible in order: once any reader has seen\nseq n, no event with a smaller seq can still appear (see docs/events.md).",
+        "The event's position in its company's stream, as a decimal string. Unique and\n" +
+        "increasing within a company, and visible in order: once any reader has seen\n" +
+        "seq n, no event with a smaller seq can still appear (see docs/events.md).",
     }),
     companyId: t.exposeID("companyId"),
     issueId: t.exposeID("issueId"),
