@@ -1,48 +1,50 @@
 // LockEvent.issue for every operation of the instance at once.
+import DataLoader from "dataloader";
 import type { Queryable } from "../db/client.js";
 import { getIssues } from "../reads/lists.js";
 import type { Issue } from "../domain/types.js";
 
+type Lookup = { scope: string | null; id: string };
+
 /**
- * A minimal DataLoader shared by every operation of the instance: `issue`
- * lookups made in the same tick go to the database as one query per company
- * scope. When an event reaches a thousand subscriptions that select
+ * One DataLoader shared by every operation of the instance: `issue` lookups
+ * made before the next setImmediate go to the database as one query per
+ * company scope. When an event reaches a thousand subscriptions that select
  * `LockEvent.issue`, that is one read, not a thousand. Nothing is kept after a
- * batch settles (`issue` means the issue as it is now).
+ * batch settles (`issue` means the issue as it is now), and a failed read
+ * fails only the lookups of its own scope.
  */
 export class IssueLoader {
-  private pending: Map<string | null, Map<string, Waiter[]>> | null = null;
+  private readonly loader: DataLoader<Lookup, Issue | null>;
 
-  constructor(private readonly db: Queryable) {}
+  constructor(db: Queryable) {
+    this.loader = new DataLoader((lookups) => readByScope(db, lookups), { cache: false, batchScheduleFn: (run) => setImmediate(run) });
+  }
 
   /** The issue, if it exists within `scope` (a company id; null: any company). */
   load(scope: string | null, id: string): Promise<Issue | null> {
-    return new Promise<Issue | null>((resolve, reject) => {
-      if (!this.pending) {
-        const batch = (this.pending = new Map());
-        setImmediate(() => {
-          this.pending = null;
-          for (const [companyId, ids] of batch) this.fetch(companyId, ids);
-        });
-      }
-      let ids = this.pending.get(scope);
-      if (!ids) this.pending.set(scope, (ids = new Map()));
-      const waiters = ids.get(id) ?? [];
-      waiters.push({ resolve, reject });
-      ids.set(id, waiters);
-    });
-  }
-
-  private fetch(companyId: string | null, ids: Map<string, Waiter[]>): void {
-    getIssues(this.db, [...ids.keys()], companyId).then(
-      (issues) => {
-        const byId = new Map(issues.map((i) => [i.id, i]));
-        for (const [id, waiters] of ids) for (const w of waiters) w.resolve(byId.get(id) ?? null);
-      },
-      (err: unknown) => {
-        for (const waiters of ids.values()) for (const w of waiters) w.reject(err);
-      },
-    );
+    return this.loader.load({ scope, id });
   }
 }
-type Waiter = { resolve: (issue: Issue | null) => void; reject: (err: unknown) => void };
+
+/** One getIssues per scope, each id asked once; the answers in the order of `lookups`. */
+async function readByScope(db: Queryable, lookups: readonly Lookup[]): Promise<(Issue | null | Error)[]> {
+  const idsByScope = new Map<string | null, Set<string>>();
+  for (const { scope, id } of lookups) {
+    const ids = idsByScope.get(scope) ?? new Set<string>();
+    idsByScope.set(scope, ids.add(id));
+  }
+  const found = new Map<string | null, Map<string, Issue> | Error>();
+  await Promise.all(
+    [...idsByScope].map(([scope, ids]) =>
+      getIssues(db, [...ids], scope).then(
+        (issues) => found.set(scope, new Map(issues.map((i) => [i.id, i]))),
+        (err: unknown) => found.set(scope, err instanceof Error ? err : new Error(String(err), { cause: err })),
+      ),
+    ),
+  );
+  return lookups.map(({ scope, id }) => {
+    const read = found.get(scope)!;
+    return read instanceof Error ? read : (read.get(id) ?? null);
+  });
+}
