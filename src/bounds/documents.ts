@@ -5,9 +5,9 @@
 // valid key, anonymousMaxTokens without one. The parser stops counting at the
 // limit, so a huge document costs no more than a document at the limit.
 //
-// Parsed documents are kept for reuse in an LRU weighed by tokens (and one per
-// 16 characters of source, which bounds comments and whitespace too):
-// documentCacheTokens in all, a fortieth of that for one document. Documents
+// Parsed documents are kept for reuse in an LRU (lru-cache) weighed by tokens
+// (and one per 16 characters of source, which bounds comments and whitespace
+// too): documentCacheTokens in all, a fortieth of that for one document. Documents
 // from callers without a valid key are never kept: they cannot fill the cache
 // or push out the documents of real clients. Validation results are kept for
 // documents that came from the cache (a WeakSet: they go when the document
@@ -15,6 +15,7 @@
 import { GraphQLError, parse } from "graphql";
 import type { DocumentNode } from "graphql";
 import type { Plugin } from "graphql-yoga";
+import { LRUCache } from "lru-cache";
 import type { Principal } from "../domain/types.js";
 import type { Limits } from "./settings.js";
 import { LimitExceededError } from "./settings.js";
@@ -27,31 +28,22 @@ export interface TransportContext {
 
 const CHARS_PER_UNIT = 16;
 
-export class DocumentCache {
-  private readonly entries = new Map<string, { document: DocumentNode; weight: number }>();
-  private total = 0;
+/** The tokens graphql-js counted while parsing `document`. */
+const tokensOf = (document: DocumentNode) => (document as DocumentNode & { tokenCount?: number }).tokenCount ?? 0;
 
-  constructor(private readonly budget: number) {}
-
-  get(source: string): DocumentNode | undefined {
-    const entry = this.entries.get(source);
-    if (!entry) return undefined;
-    this.entries.delete(source); // most recently used goes last
-    this.entries.set(source, entry);
-    return entry.document;
-  }
-
-  set(source: string, document: DocumentNode, tokens: number): void {
-    const weight = tokens + Math.ceil(source.length / CHARS_PER_UNIT);
-    if (weight > this.budget / 40 || this.entries.has(source)) return;
-    this.entries.set(source, { document, weight });
-    this.total += weight;
-    for (const [key, entry] of this.entries) {
-      if (this.total <= this.budget) break;
-      this.entries.delete(key);
-      this.total -= entry.weight;
-    }
-  }
+/**
+ * The parsed documents kept: at most `budget` units in all, at most a
+ * fortieth of it (rounded down) for one, and the least recently used goes
+ * first. null when not even a one-unit document would fit (`budget` below 40, or 0: off).
+ */
+function documentCache(budget: number): LRUCache<string, DocumentNode> | null {
+  const maxEntrySize = Math.floor(budget / 40);
+  if (maxEntrySize < 1) return null;
+  return new LRUCache<string, DocumentNode>({
+    maxSize: budget,
+    maxEntrySize,
+    sizeCalculation: (document, source) => tokensOf(document) + Math.ceil(source.length / CHARS_PER_UNIT),
+  });
 }
 
 /** A GraphQL error for a limit, as clients see it: LIMIT_EXCEEDED with the limit's name and value. */
@@ -60,7 +52,7 @@ export function limitError(error: LimitExceededError): GraphQLError {
 }
 
 /** Parses `source` with the caller's token limit; a document over it is refused with LIMIT_EXCEEDED (maxTokens). */
-function parseWithin(source: string, principal: Principal | null, limits: Limits): { document: DocumentNode; tokens: number } {
+function parseWithin(source: string, principal: Principal | null, limits: Limits): DocumentNode {
   const name = principal ? "maxTokens" : "anonymousMaxTokens";
   const maxTokens = limits[name];
   // Without a key, even reading a long source is refused: the body limit bounds HTTP, this bounds WebSocket messages.
@@ -68,8 +60,7 @@ function parseWithin(source: string, principal: Principal | null, limits: Limits
     throw limitError(new LimitExceededError("anonymousMaxBodyBytes", limits.anonymousMaxBodyBytes, "document too long for a request without a valid key"));
   }
   try {
-    const document = parse(source, { maxTokens });
-    return { document, tokens: (document as DocumentNode & { tokenCount?: number }).tokenCount ?? 0 };
+    return parse(source, { maxTokens });
   } catch (err) {
     if (err instanceof GraphQLError && /contains more th\w+ \d+ tokens/.test(err.message)) {
       throw limitError(new LimitExceededError(name, maxTokens, `document has more than ${maxTokens} tokens`));
@@ -79,26 +70,26 @@ function parseWithin(source: string, principal: Principal | null, limits: Limits
 }
 
 export function documentLimits(limits: Limits, onRefused: (limit: string) => void): Plugin<TransportContext> {
-  const cache = new DocumentCache(limits.documentCacheTokens);
+  const cache = documentCache(limits.documentCacheTokens);
   const validated = new WeakSet<DocumentNode>();
   return {
     onParse({ context, params, setParsedDocument, setParseFn }) {
       const principal = context.principal ?? null;
       const source = params.source.toString();
       if (principal) {
-        const cached = cache.get(source);
+        const cached = cache?.get(source);
         if (cached) return setParsedDocument(cached);
       }
       setParseFn(() => {
-        let parsed;
+        let document;
         try {
-          parsed = parseWithin(source, principal, limits);
+          document = parseWithin(source, principal, limits);
         } catch (err) {
           if (err instanceof GraphQLError && err.extensions.code === "LIMIT_EXCEEDED") onRefused(String(err.extensions.limit));
           throw err;
         }
-        const { document, tokens } = parsed;
-        if (principal) cache.set(source, document, tokens);
+        // A source parsed twice at once keeps the first document, and its place in the order.
+        if (principal && cache && !cache.has(source)) cache.set(source, document);
         return document;
       });
     },
