@@ -1,10 +1,13 @@
 // The board's only way to the server: GraphQL over HTTP on this page's own
 // origin, with the key in the Authorization header (never in a URL), and the
 // live ledger as GraphQL over SSE, read from a streamed POST so the key stays a
-// header there too. Both are typed by the board's codegen'd documents. The key
-// can be switched in place (replaceKey, after rotateBoardKey): what is open is
-// reopened with the new key, and nothing the old key had open signs out.
+// header there too (parsed by eventsource-parser). Both are typed by the
+// board's codegen'd documents. The key can be switched in place (replaceKey,
+// after rotateBoardKey): what is open is reopened with the new key, and
+// nothing the old key had open signs out.
 import type { DocumentTypeDecoration } from "@graphql-typed-document-node/core";
+import type { EventSourceMessage } from "eventsource-parser";
+import { EventSourceParserStream } from "eventsource-parser/stream";
 
 const ENDPOINT = "/graphql";
 
@@ -134,34 +137,22 @@ export class Api {
     signal.addEventListener("abort", abort);
     if (signal.aborted) own.abort();
     this.streams.add(own);
-    let reader: ReadableStreamDefaultReader<string> | null = null;
+    let reader: ReadableStreamDefaultReader<EventSourceMessage> | null = null;
     try {
       const response = await this.post(token, document.toString(), variables, "text/event-stream", own.signal);
-      if (!response.ok || !response.body) throw new ApiError(`the server answered ${response.status}`, response.status === 401 ? "UNAUTHENTICATED" : "UNREACHABLE");
+      if (!response.ok || !response.body) {
+        throw new ApiError(`the server answered ${response.status}`, response.status === 401 ? "UNAUTHENTICATED" : "UNREACHABLE");
+      }
       handlers.opened();
-      reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = "";
+      reader = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
       for (;;) {
-        const { value, done } = await reader.read();
-        if (done) return "complete";
-        buffer += value;
-        let end: number;
-        while ((end = buffer.indexOf("\n\n")) >= 0) {
-          const message = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const event = /^event: (.*)$/m.exec(message)?.[1];
-          const data = message
-            .split("\n")
-            .filter((line) => line.startsWith("data:"))
-            .map((line) => line.slice(5).trimStart())
-            .join("\n");
-          if (event === "complete") return "complete";
-          if (event !== "next" || !data) continue;
-          const result = JSON.parse(data) as { data?: R; errors?: GraphQLErrorBody[] };
-          const error = result.errors?.[0];
-          if (error) throw apiError(error);
-          if (result.data) handlers.next(result.data);
-        }
+        const { value: message, done } = await reader.read();
+        if (done || message.event === "complete") return "complete";
+        if (message.event !== "next" || !message.data) continue;
+        const result = JSON.parse(message.data) as { data?: R; errors?: GraphQLErrorBody[] };
+        const error = result.errors?.[0];
+        if (error) throw apiError(error);
+        if (result.data) handlers.next(result.data);
       }
     } catch (err) {
       // Ended by a key switch: aborted by it, or refused by the server as the rotation committed.
