@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import pg from "pg";
 import WebSocket from "ws";
-import { whileWatching } from "../test/helpers/healthWatch.js";
+import { whileWatching } from "../support/healthWatch.js";
 import { ADMIN_TOKEN, freshDatabase, gql, percentile, startApi } from "./lib.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";
 

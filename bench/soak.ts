@@ -10,8 +10,8 @@
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import pg from "pg";
-import { checkHistory } from "../test/helpers/history.js";
-import type { Told } from "../test/helpers/history.js";
+import { checkHistory } from "../support/history.js";
+import type { Told } from "../support/history.js";
 import { ADMIN_TOKEN, freshDatabase, gql, startApi } from "./lib.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";
 

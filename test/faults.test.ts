@@ -19,7 +19,7 @@ import { createTestDatabase } from "./helpers/db.js";
 import type { TestDatabase } from "./helpers/db.js";
 import { Client, createCompany, Ops } from "./helpers/harness.js";
 import type { Company } from "./helpers/harness.js";
-import { checkHistory } from "./helpers/history.js";
+import { checkHistory } from "../support/history.js";
 import { startLoad } from "./helpers/load.js";
 import type { LoadOutcome } from "./helpers/load.js";
 import { startPgProxy } from "./helpers/pgProxy.js";

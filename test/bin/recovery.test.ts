@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
 import { eventually, race } from "../helpers/race.js";
-import { checkHistory } from "../helpers/history.js";
+import { checkHistory } from "../../support/history.js";
 
 const LEASE_SECONDS = 1;
 const INTERVAL_MS = 200;

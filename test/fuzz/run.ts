@@ -29,7 +29,7 @@
 // Before the cases, a fixture is seeded through GraphQL: two companies, agents,
 // live and finished runs, and issues in every state. After them: the server
 // must still be running, answer /healthz, the history checker must accept
-// both companies' ledgers (test/helpers/history.ts), and lockAudit must report
+// both companies' ledgers (support/history.ts), and lockAudit must report
 // doubleClaims = 0 and halfReleasedLocks = 0 for both companies.
 //
 // A violation is: an HTTP 5xx; an answer that is not JSON; a GraphQL error
@@ -58,7 +58,7 @@ import { migrate } from "../../src/db/migrate.js";
 import { ensureLedgerPartitions } from "../../src/retention/partitions.js";
 import * as Ops from "../generated/graphql.js";
 import { databaseUrl, templateName, withAdmin } from "../helpers/db.js";
-import { checkHistory } from "../helpers/history.js";
+import { checkHistory } from "../../support/history.js";
 import { startServerProcess } from "../helpers/serverProcess.js";
 import type { ServerProcess } from "../helpers/serverProcess.js";
 import { createGenerator, describeCase, FIELD_ROLES, generateCase, isAnonymous, ISSUE_STATES, roleCompany } from "./generate.js";

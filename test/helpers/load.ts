@@ -10,7 +10,7 @@
 // nobody uses: never with a live worker that does not know it.
 import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
 import { Client, Ops } from "./harness.js";
-import type { Told } from "./history.js";
+import type { Told } from "../../support/history.js";
 
 export interface LoadOutcome {
   told: Told[];

@@ -12,7 +12,7 @@ import { request as httpRequest } from "node:http";
 import pg from "pg";
 import WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { whileWatching } from "../helpers/healthWatch.js";
+import { whileWatching } from "../../support/healthWatch.js";
 import { eventually } from "../helpers/race.js";
 import { startServerProcess } from "../helpers/serverProcess.js";
 import type { ServerProcess } from "../helpers/serverProcess.js";

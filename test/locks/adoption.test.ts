@@ -8,7 +8,7 @@ import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
-import { checkHistory } from "../helpers/history.js";
+import { checkHistory } from "../../support/history.js";
 import { eventually, race } from "../helpers/race.js";
 
 let h: Harness;

@@ -3,8 +3,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Client, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
-import { checkHistory } from "../helpers/history.js";
-import type { Told } from "../helpers/history.js";
+import { checkHistory } from "../../support/history.js";
+import type { Told } from "../../support/history.js";
 import { race } from "../helpers/race.js";
 
 let h: Harness;

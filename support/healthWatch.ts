@@ -1,8 +1,8 @@
 // Asks a server's /healthz, one request after another, each with a deadline,
 // from a process of its own: the test process is busy sending the attack, and
-// its own event loop must not be what delays the answers.
+// its own event loop must not be what delays the answers. Shared by
+// test/http/limits.test.ts and bench/hostile.ts, so it imports nothing of either.
 import { spawn } from "node:child_process";
-import { eventually } from "./race.js";
 
 const WATCHER = String.raw`
 const [url, deadline] = [process.argv[1], Number(process.argv[2])];
@@ -40,14 +40,29 @@ export interface HealthReport {
   latencies: number[];
 }
 
-/** Starts watching; the returned function stops and reports. (bench/hostile.ts uses it too.) */
+/** Starts watching; the returned function stops and reports. */
 export async function watchHealth(origin: string, deadlineMs: number): Promise<() => Promise<HealthReport>> {
   const child = spawn(process.execPath, ["-e", WATCHER, `${origin}/healthz`, String(deadlineMs)], { stdio: ["pipe", "pipe", "inherit"] });
   let out = "";
   child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  // The attack starts once the watcher has had its first answer.
-  await eventually(() => (out.startsWith("ready\n") ? true : child.exitCode !== null ? Promise.reject(new Error(out)) : undefined), "the health watcher", 20_000);
+  // The attack starts once the watcher has had its first answer; a watcher that exits first, or has none within 20 s, fails the start.
+  await new Promise<void>((resolve, reject) => {
+    const settle = (err?: Error) => {
+      clearTimeout(timer);
+      child.stdout.off("data", onData);
+      child.off("exit", onExit);
+      if (err) reject(err);
+      else resolve();
+    };
+    const onData = () => {
+      if (out.startsWith("ready\n")) settle();
+    };
+    const onExit = () => settle(new Error(out));
+    const timer = setTimeout(() => settle(new Error("timed out after 20000 ms waiting for the health watcher")), 20_000);
+    child.stdout.on("data", onData);
+    child.once("exit", onExit);
+  });
   return async () => {
     child.stdin.end("stop\n");
     await exited;
