@@ -7,7 +7,6 @@
 //     ceiling any design could reach; at 16 agents also under pgbench.
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { named } from "../src/db/sql.js";
 import { claimNextForEachStatement } from "../src/locks/claim/claimNextForEach.js";
 import { fixture } from "./fixture.js";
 import { cpuSeconds, gql, load, postgresCpuSeconds } from "./lib.js";
@@ -46,7 +45,8 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       await f.refill(backlog);
       const raw = await load(agents, seconds, async (i) => {
         const w = f.workers[i]!;
-        const statement = named("CLAIM_NEXT_FOR_EACH", claimNextForEachStatement(f.companyId, [{ actor: { companyId: f.companyId, agentId: w.agentId, agentNameKey: w.nameKey }, runId: w.runId, includeUnassigned: true }]));
+        const actor = { companyId: f.companyId, agentId: w.agentId, agentNameKey: w.nameKey };
+        const statement = claimNextForEachStatement(f.companyId, [{ actor, runId: w.runId, includeUnassigned: true }]);
         const { rows: r } = await f.db.query({ name: "claim_next_for_each", text: statement.text, values: statement.values });
         return (r[0]?.answers?.[0]?.issue ?? null) !== null;
       });

@@ -1,6 +1,6 @@
 // Companies and agents, each created with its key (shown once).
 import type { Db } from "../db/client.js";
-import { agentJson, queryOne, sql } from "../db/sql.js";
+import { agentJson, queryOne, sql, statement } from "../db/sql.js";
 import { InvalidInputError } from "../domain/errors.js";
 import { validateText } from "../domain/validate.js";
 import type { Agent, Company } from "../domain/types.js";
@@ -22,23 +22,23 @@ function nameKeyOf(name: string): string {
     .replace(/^-+|-+$/g, "");
 }
 
-/** CREATE_COMPANY_WITH_BOARD_KEY: the company and its board key commit together. */
+/** Invariant: the company and its board key commit together. */
 export async function createCompany(db: Db, name: string): Promise<{ company: Company; boardKey: string }> {
   const { key, hash } = generateKey("board");
   const row = await queryOne<{ company: Company }>(
     db,
-    sql`
+    statement("CREATE_COMPANY_WITH_BOARD_KEY", sql`
       WITH company AS (
         INSERT INTO companies (name) VALUES (${validName("company", name)}) RETURNING *
       ), key AS (
         INSERT INTO api_keys (company_id, role, key_hash) SELECT id, 'BOARD', ${hash} FROM company
       )
-      SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company FROM company c`,
+      SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company FROM company c`),
   );
   return { company: row.company, boardKey: key };
 }
 
-/** CREATE_AGENT_WITH_KEY: name keys are unique within a company. */
+/** Invariant: name keys are unique within a company; the agent and its key commit together. */
 export async function createAgent(db: Db, companyId: string, name: string): Promise<{ agent: Agent; apiKey: string }> {
   const clean = validName("agent", name);
   const nameKey = nameKeyOf(clean);
@@ -46,7 +46,7 @@ export async function createAgent(db: Db, companyId: string, name: string): Prom
   const { key, hash } = generateKey("agent");
   const row = await queryOne<{ agent: Agent | null }>(
     db,
-    sql`
+    statement("CREATE_AGENT_WITH_KEY", sql`
       WITH agent AS (
         INSERT INTO agents (company_id, name, name_key) VALUES (${companyId}::uuid, ${clean}, ${nameKey})
         ON CONFLICT (company_id, name_key) DO NOTHING
@@ -54,7 +54,7 @@ export async function createAgent(db: Db, companyId: string, name: string): Prom
       ), key AS (
         INSERT INTO api_keys (company_id, agent_id, role, key_hash) SELECT company_id, id, 'AGENT', ${hash} FROM agent
       )
-      SELECT (SELECT ${agentJson("a")} FROM agent a) AS agent`,
+      SELECT (SELECT ${agentJson("a")} FROM agent a) AS agent`),
   );
   if (!row.agent) throw new InvalidInputError(`an agent named ${JSON.stringify(clean)} (key ${nameKey}) already exists in this company`);
   return { agent: row.agent, apiKey: key };

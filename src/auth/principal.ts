@@ -11,7 +11,7 @@
 // says nothing about any stored key. The admin token is compared in constant
 // time (timingSafeEqual).
 import type { Db } from "../db/client.js";
-import { queryOne, sql } from "../db/sql.js";
+import { queryOne, sql, statement } from "../db/sql.js";
 import { timingSafeEqual } from "node:crypto";
 import { hashKey } from "./keys.js";
 import type { KeyRevocations } from "./revocations.js";
@@ -76,12 +76,12 @@ export class PrincipalResolver {
     // A revocation that lands while this lookup is in flight may be one it read
     // before: the answer serves this request, but is not cached.
     const generation = this.revocations.generation;
-    // FIND_KEY: a key that works: not revoked, and not an agent's that is disabled.
+    // Invariant: only a key that works: not revoked, and not an agent's that is disabled.
     const row = await queryOne<{ keyId: string; role: "BOARD" | "AGENT"; companyId: string; agentId: string | null; nameKey: string | null } | undefined>(
       this.db,
-      sql`SELECT k.id AS "keyId", k.role, k.company_id AS "companyId", k.agent_id AS "agentId", a.name_key AS "nameKey"
+      statement("FIND_KEY_BY_HASH", sql`SELECT k.id AS "keyId", k.role, k.company_id AS "companyId", k.agent_id AS "agentId", a.name_key AS "nameKey"
             FROM api_keys k LEFT JOIN agents a ON a.id = k.agent_id
-           WHERE k.key_hash = ${hash} AND k.revoked_at IS NULL AND a.disabled_at IS NULL`,
+           WHERE k.key_hash = ${hash} AND k.revoked_at IS NULL AND a.disabled_at IS NULL`),
     );
     this.onLookup(row !== undefined);
     if (!row) {

@@ -18,7 +18,7 @@
 //     Redis outage keeps a revoked key alive one interval at most.
 import type { Db } from "../db/client.js";
 import type { EventBus } from "../events/bus.js";
-import { named, queryOne, sql } from "../db/sql.js";
+import { queryOne, sql, statement } from "../db/sql.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 
@@ -139,10 +139,10 @@ export class KeyRevocations {
     const set = new Set(unknown);
     for (const forget of this.forgetters) forget(set);
     try {
-      // CONFIRM_REVOKED_KEYS: which of these keys the database has revoked.
+      // Which of these keys the database has revoked.
       const row = await queryOne<{ ids: string[] }>(
         this.db,
-        named("CONFIRM_REVOKED_KEYS", sql`
+        statement("CONFIRM_REVOKED_KEYS", sql`
           SELECT coalesce(array_agg(k.id::text), '{}') AS ids FROM api_keys k
            WHERE k.id = ANY(${unknown}::uuid[]) AND k.revoked_at IS NOT NULL`),
       );
@@ -189,14 +189,14 @@ export class RevocationPoll {
     this.polling = true;
     try {
       if (this.seen === null) {
-        // REVOCATION_SNAPSHOT. Invariant: every revocation this snapshot sees is
+        // Invariant: every revocation this snapshot sees is
         // in the database before the instance serves; REVOKED_SINCE reads the rest.
-        const row = await queryOne<{ snapshot: string }>(this.db, named("REVOCATION_SNAPSHOT", sql`SELECT pg_current_snapshot()::text AS snapshot`));
+        const row = await queryOne<{ snapshot: string }>(this.db, statement("REVOCATION_SNAPSHOT", sql`SELECT pg_current_snapshot()::text AS snapshot`));
         this.seen = row.snapshot;
         await this.revocations.forgetAll();
         return;
       }
-      // REVOKED_SINCE. Invariant: reads each committed revocation once, in the
+      // Invariant: reads each committed revocation once, in the
       // first poll whose snapshot sees it: the keys revoked by a transaction
       // the previous snapshot did not see, i.e. one that had not begun (xid at
       // or above its xmax) or was running (in its xip list). Transactions it
@@ -205,7 +205,7 @@ export class RevocationPoll {
       // re-read of every key revoked since it began.
       const row = await queryOne<{ snapshot: string; ids: string[] }>(
         this.db,
-        named("REVOKED_SINCE", sql`
+        statement("REVOKED_SINCE", sql`
           SELECT pg_current_snapshot()::text AS snapshot,
                  coalesce((SELECT array_agg(k.id::text) FROM api_keys k
                             WHERE k.revoked_xid >= pg_snapshot_xmax(${this.seen}::pg_snapshot)

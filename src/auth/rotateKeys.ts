@@ -2,7 +2,7 @@
 // replaces stops working (docs/access.md, "Rotating and revoking keys"). The
 // caller tells every instance (revokeKeys) once this has committed.
 import type { Db } from "../db/client.js";
-import { named, queryOneInTransaction, raw, retryingAborts, sql } from "../db/sql.js";
+import { queryOneInTransaction, raw, retryingAborts, sql, statement } from "../db/sql.js";
 import { InvalidInputError, NotFoundError } from "../domain/errors.js";
 import { generateKey } from "./keys.js";
 import { REVOKE_KEYS, lockAgent } from "../db/agentRows.js";
@@ -30,7 +30,7 @@ export async function rotateAgentKey(db: Db, scope: Scope, agentId: string): Pro
     if (agent.disabled) throw new InvalidInputError(`agent ${agentId} is disabled: enable it (enableAgent) before giving it a key`);
     const row = await queryOneInTransaction<{ revoked: string[] }>(
       tx,
-      named("ROTATE_AGENT_KEY", sql`
+      statement("ROTATE_AGENT_KEY", sql`
         WITH revoked AS (
           UPDATE api_keys k SET ${raw(REVOKE_KEYS)}
            WHERE k.agent_id = ${agentId}::uuid AND k.revoked_at IS NULL
@@ -46,7 +46,7 @@ export async function rotateAgentKey(db: Db, scope: Scope, agentId: string): Pro
 }
 
 /**
- * ROTATE_BOARD_KEY: the same for a company's board key, the company row
+ * The same for a company's board key, the company row
  * locked first. Invariant: a company has at most one board key that works.
  */
 export async function rotateBoardKey(db: Db, companyId: string): Promise<Rotated> {
@@ -54,14 +54,14 @@ export async function rotateBoardKey(db: Db, companyId: string): Promise<Rotated
   return retryingAborts(() => db.$transaction(async (tx) => {
     const company = await queryOneInTransaction<{ found: boolean }>(
       tx,
-      named("LOCK_COMPANY", sql`
+      statement("LOCK_COMPANY", sql`
         WITH c AS (SELECT c.id FROM companies c WHERE c.id = ${companyId}::uuid FOR NO KEY UPDATE)
         SELECT EXISTS (SELECT 1 FROM c) AS found`),
     );
     if (!company.found) throw new NotFoundError(`company ${companyId} not found`);
     const row = await queryOneInTransaction<{ revoked: string[] }>(
       tx,
-      named("ROTATE_BOARD_KEY", sql`
+      statement("ROTATE_BOARD_KEY", sql`
         WITH revoked AS (
           UPDATE api_keys k SET ${raw(REVOKE_KEYS)}
            WHERE k.company_id = ${companyId}::uuid AND k.role = 'BOARD' AND k.revoked_at IS NULL

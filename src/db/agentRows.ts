@@ -2,7 +2,7 @@
 // (src/auth/rotateKeys.ts) and disableAgent (src/locks/operator/disableAgent.ts):
 // written once, below both, so that neither depends on the other.
 import type { Db } from "./client.js";
-import { named, queryOneInTransaction, sql } from "./sql.js";
+import { queryOneInTransaction, sql, statement } from "./sql.js";
 
 /**
  * Who may act on which company: a board key on its own (companyId), the admin
@@ -17,7 +17,7 @@ export type Scope = string | null;
 export const REVOKE_KEYS = `revoked_at = now(), revoked_xid = pg_current_xact_id()`;
 
 /**
- * LOCK_AGENT: the agent row, within the caller's scope, locked FOR NO KEY
+ * The agent row, within the caller's scope, locked FOR NO KEY
  * UPDATE (foreign-key checks, such as an issue assigned to the agent, do not
  * wait for it), so that rotations and disableAgent of one agent take turns
  * and START_RUN (FOR SHARE) waits for them. null: no such agent in the scope.
@@ -25,7 +25,7 @@ export const REVOKE_KEYS = `revoked_at = now(), revoked_xid = pg_current_xact_id
 export async function lockAgent(tx: Pick<Db, "$queryRaw">, scope: Scope, agentId: string): Promise<{ disabled: boolean } | null> {
   const row = await queryOneInTransaction<{ found: boolean; disabled: boolean }>(
     tx,
-    named("LOCK_AGENT", sql`
+    statement("LOCK_AGENT", sql`
       WITH a AS (
         SELECT a.disabled_at FROM agents a
          WHERE a.id = ${agentId}::uuid AND (${scope}::uuid IS NULL OR a.company_id = ${scope}::uuid)

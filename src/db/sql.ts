@@ -9,14 +9,17 @@ export const sql = Prisma.sql;
 export const raw = Prisma.raw;
 
 /**
- * A statement under the name docs/invariants.md gives it (CLAIM_NEXT_FOR_EACH,
- * CHECKOUT_IF_EXPECTED, …). The name leads its text as a comment, so
- * pg_stat_activity and pg_stat_statements show it, and names its prepared
- * statement (src/db/client.ts).
+ * The one place a statement gets its name: the builder that writes the SQL
+ * returns it through here. Invariant: every statement the service runs leads
+ * with a comment holding its name, one upper-case name per statement, unique
+ * in src/, and the names docs/invariants.md and docs/lifecycle.md give are
+ * these (test/docs/statementNames.test.ts). pg_stat_activity and
+ * pg_stat_statements show it; it names the prepared statement
+ * (src/db/client.ts) and the statement's span (src/tracing/spans.ts).
  */
-export function named(name: string, statement: Sql): Sql {
+export function statement(name: string, text: Sql): Sql {
   if (!/^[A-Z][A-Z_]*$/.test(name)) throw new Error(`a statement name is upper-case words joined by _, not ${name}`);
-  return Prisma.sql`${Prisma.raw(`/* ${name} */`)} ${statement}`;
+  return Prisma.sql`${Prisma.raw(`/* ${name} */`)} ${text}`;
 }
 export type Sql = Prisma.Sql;
 
@@ -265,7 +268,7 @@ export async function retryingAborts<T>(attempt: () => Promise<T>): Promise<T> {
   }
 }
 
-// With tracing on, a named statement run by these three is a span of its own
+// With tracing on, a statement (statement()) run by these three is a span of its own
 // (src/tracing/spans.ts, statementSpan); off, the only cost is tracing().
 
 /** Runs one statement and returns its single result row (retrying an aborted one). */

@@ -9,7 +9,7 @@
 // caller that needs rows up to a seq it knows to be committed reads again
 // (stream.ts).
 import type { Queryable } from "../db/client.js";
-import { eventJson, named, queryOne, sql } from "../db/sql.js";
+import { eventJson, queryOne, sql, statement } from "../db/sql.js";
 import type { Sql } from "../db/sql.js";
 import { EventsPrunedError, SeqAheadError } from "../domain/errors.js";
 import type { LockEvent } from "../domain/types.js";
@@ -102,10 +102,10 @@ export class LedgerReader {
       const startedAt = performance.now();
       const row = await queryOne<{ events: LockEvent[]; horizon: string; ceiling: string } & PrunedColumns>(
         this.db,
-        // READ_LEDGER_PAGE: only final events, below the snapshot's horizon (docs/events.md),
+        // Only final events, below the snapshot's horizon (docs/events.md),
         // computed once for the statement; and, in the same snapshot, what retention
         // dropped after afterSeq (the reader may then be refused, not served short).
-        named("READ_LEDGER_PAGE", sql`
+        statement("READ_LEDGER_PAGE", sql`
           WITH h AS MATERIALIZED (SELECT baton_event_horizon() AS horizon, baton_event_ceiling() AS ceiling)
           SELECT coalesce((SELECT json_agg(p.event ORDER BY p.seq) FROM (
                    SELECT e.seq, ${eventJson("e")} AS event FROM lock_events e
@@ -128,7 +128,7 @@ export class LedgerReader {
     return this.shared(`last:${companyId}`, async () => {
       const row = await queryOne<{ seq: string }>(
         this.db,
-        named("READ_LEDGER_END", sql`
+        statement("READ_LEDGER_END", sql`
           -- (never below what retention dropped: a stream starting there would be refused)
           SELECT greatest(coalesce(max(seq), 0),
                           coalesce((SELECT through_seq FROM lock_events_pruned WHERE company_id = ${companyId}::uuid), 0))::text AS seq
@@ -156,9 +156,9 @@ export class LedgerReader {
   private async readOldestTransactionSeconds(): Promise<number> {
     const row = await queryOne<{ s: number | null }>(
       this.db,
-      sql`SELECT extract(epoch FROM clock_timestamp() - least(
+      statement("OLDEST_TRANSACTION_SECONDS", sql`SELECT extract(epoch FROM clock_timestamp() - least(
                    (SELECT min(xact_start) FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND datname = current_database()),
-                   (SELECT min(prepared) FROM pg_prepared_xacts)))::float8 AS s`,
+                   (SELECT min(prepared) FROM pg_prepared_xacts)))::float8 AS s`),
     );
     return row.s ?? 0;
   }

@@ -13,7 +13,7 @@
 //   BATON_LEDGER_HOLD_WARNING_MS, as a warning naming the oldest open
 //   transaction, at most once per that interval.
 import type { Db } from "../db/client.js";
-import { named, queryAll, queryOne, sql } from "../db/sql.js";
+import { queryAll, queryOne, sql, statement } from "../db/sql.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 
@@ -71,11 +71,11 @@ export class LedgerWatcher {
     if (this.polling || this.byCompany.size === 0) return;
     this.polling = true;
     try {
-      // WATCH_LEDGER: per company, the newest final seq and how long the
+      // Per company, the newest final seq and how long the
       // oldest held-back event has waited (both from the (company_id, seq) key).
       const rows = await queryAll<PollRow>(
         this.db,
-        named("WATCH_LEDGER", sql`
+        statement("WATCH_LEDGER", sql`
           WITH h AS MATERIALIZED (SELECT baton_event_horizon() AS horizon)
           SELECT c.id::text,
                  coalesce((SELECT max(e.seq) FROM lock_events e WHERE e.company_id = c.id AND e.seq < (SELECT horizon FROM h)), 0)::text AS seq,
@@ -104,7 +104,7 @@ export class LedgerWatcher {
   private async warnHeldBack(heldMs: number): Promise<void> {
     const holder = await queryOne<Holder | undefined>(
       this.db,
-      named("FIND_OLDEST_OPEN_TRANSACTION", sql`
+      statement("FIND_OLDEST_OPEN_TRANSACTION", sql`
         SELECT a.pid, a.usename::text, a.application_name, a.client_addr::text, a.state,
                extract(epoch FROM clock_timestamp() - a.xact_start)::float8 AS open_s,
                (SELECT p.gid FROM pg_prepared_xacts p ORDER BY age(p.transaction) DESC LIMIT 1) AS prepared_gid

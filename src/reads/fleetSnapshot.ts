@@ -1,11 +1,12 @@
-// FLEET_SNAPSHOT: the figures an operator's dashboard asks of the whole
+// The figures an operator's dashboard asks of the whole
 // database, for /metrics (src/metrics.ts): how long the oldest claimable issue
 // of each company has waited, how many running runs are late with their
 // heartbeat, and how big and how old the ledger is; and, read with it, the
-// status changes written to the ledger since the last read (STATUS_TIMES,
-// src/reads/statusTimes.ts). /metrics is public, so the read is shared and
+// status changes written to the ledger since the last read
+// (src/reads/statusTimes.ts). /metrics is public, so the read is shared and
 // made at most once every SNAPSHOT_MAX_AGE_MS.
-import { named, queryOne, sql } from "../db/sql.js";
+import { queryOne, raw, sql, statement } from "../db/sql.js";
+import { claimable } from "../locks/shared/fragments.js";
 import type { Queryable } from "../db/client.js";
 import { StatusTimes } from "./statusTimes.js";
 
@@ -20,7 +21,10 @@ export interface FleetSnapshot {
   ledgerRows: number;
   /** Seconds since the oldest event still in the ledger; 0 when it is empty. */
   oldestEventSeconds: number;
-  /** Days from now to the first instant no ledger partition holds (baton_ledger_covered_until()): appends fail once it reaches 0 (docs/operations.md, Retention). */
+  /**
+   * Days from now to the first instant no ledger partition holds (baton_ledger_covered_until()): appends fail once it
+   * reaches 0 (docs/operations.md, Retention).
+   */
   ledgerDaysAhead: number;
   /** How long issues stayed in the statuses they left, found by this and earlier reads and not yet taken (take() gives each out once). */
   statusTimes: StatusTimes;
@@ -33,7 +37,7 @@ export interface FleetSnapshot {
  * company: the cost grows with companies and agents, never with the issues
  * or the ledger.
  */
-const FLEET_SNAPSHOT = sql`
+const fleetFigures = statement("FLEET_SNAPSHOT", sql`
   SELECT
     (SELECT coalesce(json_agg(json_build_object('companyId', c.id, 'seconds', extract(epoch FROM now() - o.oldest)::float8) ORDER BY c.id), '[]'::json)
        FROM companies c
@@ -43,7 +47,7 @@ const FLEET_SNAPSHOT = sql`
            (SELECT min(x.created_at) FROM unnest(enum_range(NULL::issue_priority)) AS p(priority)
              CROSS JOIN LATERAL (
                SELECT i.created_at FROM issues i
-                WHERE i.company_id = c.id AND i.priority = p.priority AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
+                WHERE i.company_id = c.id AND i.priority = p.priority AND ${raw(claimable("i"))}
                   AND i.assignee_agent_id IS NULL
                 ORDER BY i.created_at LIMIT 1) x),
            -- assigned: each agent's first of each priority in issues_claimable_idx
@@ -51,7 +55,7 @@ const FLEET_SNAPSHOT = sql`
              CROSS JOIN LATERAL (
                SELECT i.created_at FROM issues i
                 WHERE i.company_id = c.id AND i.assignee_agent_id = a.id AND i.priority = p.priority
-                  AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
+                  AND ${raw(claimable("i"))}
                 ORDER BY i.created_at LIMIT 1) x
              WHERE a.company_id = c.id)) AS oldest
        ) o
@@ -64,9 +68,9 @@ const FLEET_SNAPSHOT = sql`
     coalesce((SELECT extract(epoch FROM now() - min(e.at))::float8 FROM companies c
                CROSS JOIN LATERAL (SELECT l.at FROM lock_events l WHERE l.company_id = c.id ORDER BY l.seq LIMIT 1) e), 0) AS "oldestEventSeconds",
     -- contiguous from now: a partition beyond a missing day does not count
-    (extract(epoch FROM baton_ledger_covered_until() - now()) / 86400)::float8 AS "ledgerDaysAhead"`;
+    (extract(epoch FROM baton_ledger_covered_until() - now()) / 86400)::float8 AS "ledgerDaysAhead"`);
 
-/** Reads FLEET_SNAPSHOT at most once every SNAPSHOT_MAX_AGE_MS, however often it is asked; concurrent askers share one read. */
+/** Reads fleetFigures at most once every SNAPSHOT_MAX_AGE_MS, however often it is asked; concurrent askers share one read. */
 export class FleetSnapshots {
   private last: { at: number; value: Promise<FleetSnapshot> } | null = null;
 
@@ -82,7 +86,7 @@ export class FleetSnapshots {
     if (this.last && performance.now() - this.last.at < SNAPSHOT_MAX_AGE_MS) return this.last.value;
     // A failed ledger read leaves its cursor where it was: the next read takes what it missed.
     const times = this.statusTimes.advance().catch(() => undefined);
-    const value = queryOne<Omit<FleetSnapshot, "statusTimes">>(this.db, named("FLEET_SNAPSHOT", FLEET_SNAPSHOT)).then(async (figures) => {
+    const value = queryOne<Omit<FleetSnapshot, "statusTimes">>(this.db, fleetFigures).then(async (figures) => {
       await times;
       return { ...figures, statusTimes: this.statusTimes };
     });

@@ -3,14 +3,17 @@
 import type { Queryable } from "../db/client.js";
 import { prunedColumns, refuseAhead, refusePruned } from "../events/history.js";
 import type { PrunedColumns } from "../events/history.js";
-import { agentJson, eventJson, issueJson, named, queryAll, queryOne, raw, runJson, sql } from "../db/sql.js";
+import { agentJson, eventJson, issueJson, queryAll, queryOne, raw, runJson, sql, statement } from "../db/sql.js";
 import type { Agent, Company } from "../domain/types.js";
 import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "../domain/types.js";
+
+/** A companies row under `c`, keys as in GraphQL. */
+const COMPANY_JSON = raw("json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at)");
 
 export async function getCompany(db: Queryable, id: string): Promise<Company | null> {
   const row = await queryOne<{ company: Company } | undefined>(
     db,
-    sql`SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company FROM companies c WHERE c.id = ${id}::uuid`,
+    statement("READ_COMPANY", sql`SELECT ${COMPANY_JSON} AS company FROM companies c WHERE c.id = ${id}::uuid`),
   );
   return row?.company ?? null;
 }
@@ -19,8 +22,8 @@ export async function getCompany(db: Queryable, id: string): Promise<Company | n
 export async function listCompanies(db: Queryable, first: number): Promise<Company[]> {
   const rows = await queryAll<{ company: Company }>(
     db,
-    sql`SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company
-          FROM companies c ORDER BY c.name, c.id LIMIT ${first}::int`,
+    statement("LIST_COMPANIES", sql`SELECT ${COMPANY_JSON} AS company
+          FROM companies c ORDER BY c.name, c.id LIMIT ${first}::int`),
   );
   return rows.map((r) => r.company);
 }
@@ -28,8 +31,8 @@ export async function listCompanies(db: Queryable, first: number): Promise<Compa
 export async function listAgents(db: Queryable, companyId: string): Promise<Agent[]> {
   const rows = await queryAll<{ agent: Agent }>(
     db,
-    sql`SELECT ${agentJson("a")} AS agent
-          FROM agents a WHERE a.company_id = ${companyId}::uuid ORDER BY a.created_at, a.id`,
+    statement("LIST_AGENTS", sql`SELECT ${agentJson("a")} AS agent
+          FROM agents a WHERE a.company_id = ${companyId}::uuid ORDER BY a.created_at, a.id`),
   );
   return rows.map((r) => r.agent);
 }
@@ -39,8 +42,8 @@ export async function getIssues(db: Queryable, ids: readonly string[], companyId
   if (ids.length === 0) return [];
   const rows = await queryAll<{ issue: Issue }>(
     db,
-    sql`SELECT ${issueJson("i")} AS issue FROM issues i
-         WHERE i.id = ANY(${[...ids]}::uuid[]) AND (${companyId}::uuid IS NULL OR i.company_id = ${companyId}::uuid)`,
+    statement("READ_ISSUES_BY_ID", sql`SELECT ${issueJson("i")} AS issue FROM issues i
+         WHERE i.id = ANY(${[...ids]}::uuid[]) AND (${companyId}::uuid IS NULL OR i.company_id = ${companyId}::uuid)`),
   );
   return rows.map((r) => r.issue);
 }
@@ -58,14 +61,14 @@ export async function listIssues(
 ): Promise<IssuePage> {
   const rows = await queryAll<{ issue: Issue }>(
     db,
-    sql`SELECT ${issueJson("i")} AS issue FROM issues i
+    statement("LIST_ISSUES_PAGE", sql`SELECT ${issueJson("i")} AS issue FROM issues i
          WHERE i.company_id = ${companyId}::uuid
            AND (${filter.status ?? null}::issue_status[] IS NULL OR i.status = ANY(${filter.status ?? null}::issue_status[]))
            AND (${filter.assigneeAgentId ?? null}::uuid IS NULL OR i.assignee_agent_id = ${filter.assigneeAgentId ?? null}::uuid)
            AND (${filter.afterId ?? null}::uuid IS NULL OR (i.created_at, i.id) > (
                  SELECT a.created_at, a.id FROM issues a WHERE a.id = ${filter.afterId ?? null}::uuid AND a.company_id = ${companyId}::uuid))
          ORDER BY i.created_at, i.id
-         LIMIT ${filter.first + 1}::int`,
+         LIMIT ${filter.first + 1}::int`),
   );
   return { issues: rows.slice(0, filter.first).map((r) => r.issue), hasNextPage: rows.length > filter.first };
 }
@@ -73,8 +76,8 @@ export async function listIssues(
 export async function getRun(db: Queryable, id: string, companyId: string | null): Promise<Run | null> {
   const row = await queryOne<{ run: Run } | undefined>(
     db,
-    sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
-         WHERE r.id = ${id}::uuid AND (${companyId}::uuid IS NULL OR r.company_id = ${companyId}::uuid)`,
+    statement("READ_RUN", sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
+         WHERE r.id = ${id}::uuid AND (${companyId}::uuid IS NULL OR r.company_id = ${companyId}::uuid)`),
   );
   return row?.run ?? null;
 }
@@ -83,11 +86,11 @@ export async function getRun(db: Queryable, id: string, companyId: string | null
 export async function listRuns(db: Queryable, companyId: string, status: RunStatus[] | null, first: number): Promise<Run[]> {
   const rows = await queryAll<{ run: Run }>(
     db,
-    sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
+    statement("LIST_RUNS", sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
          WHERE r.company_id = ${companyId}::uuid
            AND (${status}::run_status[] IS NULL OR r.status = ANY(${status}::run_status[]))
          ORDER BY r.started_at DESC, r.id DESC
-         LIMIT ${first}::int`,
+         LIMIT ${first}::int`),
   );
   return rows.map((r) => r.run);
 }
@@ -124,11 +127,11 @@ export async function listLockEvents(
               WHERE x.company_id = ${companyId}::uuid AND e.seq < x.through_seq AND ${matches})`;
   const row = await queryOne<{ events: LockEvent[]; ceiling: string } & PrunedColumns>(
     db,
-    // LIST_LOCK_EVENTS: only final events, below the snapshot's horizon (docs/events.md),
+    // Only final events, below the snapshot's horizon (docs/events.md),
     // so a reader that resumes after the last seq of a page never skips one; and one
     // resuming where retention dropped events (EVENTS_PRUNED), or after a seq this cluster
     // has not made (SEQ_AHEAD), is refused: same snapshot.
-    named("LIST_LOCK_EVENTS", sql`SELECT coalesce((SELECT json_agg(p.event ORDER BY ${pageOrder}) FROM (
+    statement("LIST_LOCK_EVENTS", sql`SELECT coalesce((SELECT json_agg(p.event ORDER BY ${pageOrder}) FROM (
          SELECT e.seq, ${eventJson("e")} AS event FROM lock_events e
          WHERE ${matches}
          ORDER BY ${order}

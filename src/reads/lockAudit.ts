@@ -1,7 +1,8 @@
 // lockAudit: the invariants as numbers, computed by SQL over the real tables
 // and the ledger (never from counters kept on the side). All zero when healthy.
 import type { Db } from "../db/client.js";
-import { queryOne, sql } from "../db/sql.js";
+import { queryOne, raw, sql, statement } from "../db/sql.js";
+import { claimable, runIsLive } from "../locks/shared/fragments.js";
 
 export interface LockAudit {
   doubleClaims: number;
@@ -15,7 +16,7 @@ export interface LockAudit {
 export async function lockAudit(db: Db, companyId: string): Promise<LockAudit> {
   return queryOne<LockAudit>(
     db,
-    sql`
+    statement("READ_LOCK_AUDIT", sql`
       SELECT
         -- a CLAIMED event while the issue's previous event left it held by another run
         (SELECT count(*)::int FROM (
@@ -27,8 +28,8 @@ export async function lockAudit(db: Db, companyId: string): Promise<LockAudit> {
            LEFT JOIN heartbeat_runs c ON c.id = i.checkout_run_id
            LEFT JOIN heartbeat_runs x ON x.id = i.execution_run_id
           WHERE i.company_id = ${companyId}::uuid
-            AND ((i.checkout_run_id IS NOT NULL AND NOT baton_run_is_live(c.status, c.lease_expires_at))
-              OR (i.execution_run_id IS NOT NULL AND NOT baton_run_is_live(x.status, x.lease_expires_at)))) AS "locksHeldByDeadRuns",
+            AND ((i.checkout_run_id IS NOT NULL AND NOT ${raw(runIsLive("c"))})
+              OR (i.execution_run_id IS NOT NULL AND NOT ${raw(runIsLive("x"))}))) AS "locksHeldByDeadRuns",
         (SELECT count(*)::int FROM issues i
           WHERE i.company_id = ${companyId}::uuid
             AND NOT CASE i.status
@@ -46,10 +47,10 @@ export async function lockAudit(db: Db, companyId: string): Promise<LockAudit> {
                                  AND i.status IN ('CLAIMED', 'IN_PROGRESS'))
               OR k.top_priority IS DISTINCT FROM (SELECT min(i.priority) FROM issues i
                                WHERE i.company_id = k.company_id AND i.concurrency_key = k.key
-                                 AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
+                                 AND ${raw(claimable("i"))}
                                  AND i.assignee_agent_id IS NULL))) AS "miscountedKeys",
         (SELECT coalesce(json_agg(json_build_object('attemptCount', h.attempt_count, 'issues', h.n) ORDER BY h.attempt_count), '[]'::json)
            FROM (SELECT attempt_count, count(*)::int AS n FROM issues WHERE company_id = ${companyId}::uuid GROUP BY attempt_count) h
-        ) AS "attemptHistogram"`,
+        ) AS "attemptHistogram"`),
   );
 }

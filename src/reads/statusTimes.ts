@@ -1,4 +1,4 @@
-// STATUS_TIMES: how long issues stay in each status, for the histogram
+// How long issues stay in each status, for the histogram
 // baton_time_in_status_seconds (src/metrics.ts). It is derived from the
 // lock-event ledger, which already holds every status change (the new `status`
 // and `at` of each event): the lock statements write nothing more for it, so
@@ -11,7 +11,7 @@
 // events per read, shared between the companies (a busy company is caught up
 // over the next reads). Each read is made with the fleet snapshot (src/reads/fleetSnapshot.ts),
 // at most once every few seconds however often /metrics is scraped.
-import { named, queryOne, sql } from "../db/sql.js";
+import { queryOne, sql, statement } from "../db/sql.js";
 import type { Queryable } from "../db/client.js";
 import type { IssueStatus } from "../domain/types.js";
 
@@ -40,14 +40,14 @@ interface Row {
 }
 
 /**
- * STATUS_TIMES_START keeps true: a reader that starts here has been shown no
+ * Invariant: a reader that starts at the ledger's end has been shown no
  * event, and every event it is shown later is at or above this seq (the
  * horizon: no event below it can still appear).
  */
-const STATUS_TIMES_START = sql`SELECT baton_event_horizon()::text AS horizon`;
+const ledgerEnd = statement("STATUS_TIMES_START", sql`SELECT baton_event_horizon()::text AS horizon`);
 
 /**
- * STATUS_TIMES keeps true: each event is read once, in seq order per company,
+ * Invariant: each event is read once, in seq order per company,
  * below this statement's horizon (so resuming after the last seq read, or
  * after horizon − 1 where a company was read to the end, skips nothing); at
  * most `perRead` events over all companies (each company its share, at
@@ -74,9 +74,9 @@ const STATUS_TIMES_START = sql`SELECT baton_event_horizon()::text AS horizon`;
  * an issue's first event left OPEN, unless it is a STATUS_CHANGED, whose
  * reason names the status it left ("BACKLOG -> OPEN").
  */
-export function statusTimes(after: bigint, lagging: ReadonlyMap<string, bigint>, perRead: number, minPerCompany: number) {
+function statusTimes(after: bigint, lagging: ReadonlyMap<string, bigint>, perRead: number, minPerCompany: number) {
   const slack = sql`interval '1 hour'`;
-  return sql`
+  return statement("STATUS_TIMES", sql`
     WITH h AS MATERIALIZED (SELECT baton_event_horizon() AS horizon),
     share AS MATERIALIZED (SELECT greatest(${minPerCompany}::int, ${perRead}::int / greatest(count(*), 1)::int) AS n FROM companies),
     batch AS MATERIALIZED (
@@ -144,11 +144,11 @@ export function statusTimes(after: bigint, lagging: ReadonlyMap<string, bigint>,
               FROM (SELECT company_id, count(*)::int AS n, max(seq) AS last_seq, max(at) AS last_at FROM batch GROUP BY company_id) g) AS companies,
            (SELECT coalesce(json_agg(json_build_object('status', t.left_status, 'seconds', greatest(extract(epoch FROM t.at - t.since), 0)::float8,
                                                        'issueId', t.issue_id, 'seq', t.seq::text) ORDER BY t.seq), '[]'::json)
-              FROM kept t) AS times`;
+              FROM kept t) AS times`);
 }
 
 /**
- * Reads the ledger forward for STATUS_TIMES and keeps what it found until
+ * Reads the ledger forward (statusTimes) and keeps what it found until
  * taken. Not shared between processes: each process that serves /metrics
  * reads the whole fleet's events (every API instance counts every change).
  */
@@ -182,7 +182,7 @@ export class StatusTimes {
   advance(): Promise<void> {
     return this.once(async () => {
       if (this.after === null) return this.begin();
-      const row = await queryOne<Row>(this.db, named("STATUS_TIMES", statusTimes(this.after, this.lagging, this.perRead, this.minPerCompany)));
+      const row = await queryOne<Row>(this.db, statusTimes(this.after, this.lagging, this.perRead, this.minPerCompany));
       const lagging = new Map<string, bigint>();
       let lag = 0;
       for (const c of row.companies) {
@@ -215,7 +215,7 @@ export class StatusTimes {
   }
 
   private async begin(): Promise<void> {
-    const row = await queryOne<{ horizon: string }>(this.db, named("STATUS_TIMES_START", STATUS_TIMES_START));
+    const row = await queryOne<{ horizon: string }>(this.db, ledgerEnd);
     this.after = BigInt(row.horizon) - 1n;
   }
 

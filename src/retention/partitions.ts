@@ -15,7 +15,7 @@
 //   reader can see the rows gone and the record not yet there.
 import pg from "pg";
 import type { Queryable } from "../db/client.js";
-import { sql } from "../db/sql.js";
+import { sql, statement } from "../db/sql.js";
 import type { Logger } from "../log.js";
 import { errorFields } from "../log.js";
 
@@ -26,7 +26,7 @@ export const PARTITION_DAYS_AHEAD = 7;
 type Sql = Pick<pg.ClientBase, "query">;
 
 /**
- * ENSURE_LEDGER_PARTITIONS: every day from today to PARTITION_DAYS_AHEAD days
+ * Every day from today to PARTITION_DAYS_AHEAD days
  * after it held by a partition, whatever exists beyond or between (each gap
  * filled, partitions that exist left as they are); returns the names it
  * made. Each is created apart and attached (SHARE UPDATE EXCLUSIVE on
@@ -43,9 +43,14 @@ export async function ensureLedgerPartitions(db: Sql | string): Promise<string[]
       await client.end().catch(() => {});
     }
   }
-  const { rows: found } = await db.query<{ ok: boolean }>(`SELECT to_regprocedure('baton_ensure_ledger_partitions(int)') IS NOT NULL AS ok`);
+  const { rows: found } = await db.query<{ ok: boolean }>(
+    `/* HAS_LEDGER_PARTITIONS_FUNCTION */ SELECT to_regprocedure('baton_ensure_ledger_partitions(int)') IS NOT NULL AS ok`,
+  );
   if (!found[0]?.ok) return [];
-  const { rows } = await db.query<{ name: string }>(`/* ENSURE_LEDGER_PARTITIONS */ SELECT baton_ensure_ledger_partitions($1::int) AS name`, [PARTITION_DAYS_AHEAD]);
+  const { rows } = await db.query<{ name: string }>(
+    `/* ENSURE_LEDGER_PARTITIONS */ SELECT baton_ensure_ledger_partitions($1::int) AS name`,
+    [PARTITION_DAYS_AHEAD],
+  );
   return rows.map((r) => r.name);
 }
 
@@ -94,26 +99,26 @@ export async function pruneLedger(databaseUrl: string, retentionDays: number, si
   const detachAndDrop = async (name: string, how: "CONCURRENTLY" | "FINALIZE") => {
     await client.query(`SET lock_timeout = '${DETACH_WAIT}'`);
     try {
-      await client.query(`ALTER TABLE lock_events DETACH PARTITION ${escape(name)} ${how}`);
+      await client.query(`/* DETACH_LEDGER_PARTITION */ ALTER TABLE lock_events DETACH PARTITION ${escape(name)} ${how}`);
     } finally {
       await client.query("SET lock_timeout = '2s'");
     }
     await dropDetached(name);
   };
   const dropDetached = async (name: string) => {
-    await client.query(`DROP TABLE ${escape(name)}`);
+    await client.query(`/* DROP_LEDGER_TABLE */ DROP TABLE ${escape(name)}`);
     result.dropped.push(name);
   };
   try {
     // Plain lock waits here give up soon and try next pass.
     await client.query("SET lock_timeout = '2s'");
-    const { rows: got } = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_lock($1) AS ok", [RETENTION_LOCK]);
+    const { rows: got } = await client.query<{ ok: boolean }>("/* TRY_RETENTION_LOCK */ SELECT pg_try_advisory_lock($1) AS ok", [RETENTION_LOCK]);
     if (!got[0]?.ok) return result;
     result.ran = true;
     try {
       if (retentionDays > 0) {
         try {
-          // LEFT_BEHIND_LEDGER_TABLES: tables a pass detached but could not drop (it
+          // Tables a pass detached but could not drop (it
           // died, or the drop timed out). They are no longer partitions, so nothing
           // reads them; their seqs were recorded before the detach.
           const { rows: orphans } = await client.query<{ name: string }>(
@@ -130,9 +135,11 @@ export async function pruneLedger(databaseUrl: string, retentionDays: number, si
           for (const { name } of orphans) await dropDetached(name);
           // A pass stopped between its two DETACH transactions leaves the partition
           // detach-pending (new statements no longer see it); finished here.
-          const { rows: pending } = await client.query<{ name: string }>(`SELECT name FROM lock_event_partitions WHERE detach_pending`);
+          const { rows: pending } = await client.query<{ name: string }>(
+            `/* DETACH_PENDING_PARTITIONS */ SELECT name FROM lock_event_partitions WHERE detach_pending`,
+          );
           for (const { name } of pending) await detachAndDrop(name, "FINALIZE");
-          // EXPIRED_LEDGER_PARTITIONS: whole days before the window; no new event can land in
+          // Whole days before the window; no new event can land in
           // one (an event's `at` is the clock when it was appended).
           const { rows: expired } = await client.query<{ name: string }>(
             `/* EXPIRED_LEDGER_PARTITIONS */
@@ -143,7 +150,7 @@ export async function pruneLedger(databaseUrl: string, retentionDays: number, si
           );
           for (const { name } of expired) {
             if (signal?.aborted) break;
-            // RECORD_PRUNED_THROUGH: each company's newest seq in the partition, one
+            // Each company's newest seq in the partition, one
             // probe of its key per company, committed before the rows go. Only raised.
             const recorded = await client.query(
               `/* RECORD_PRUNED_THROUGH */
@@ -167,7 +174,7 @@ export async function pruneLedger(databaseUrl: string, retentionDays: number, si
         if (!signal?.aborted) failed("making days ahead", err);
       }
     } finally {
-      await client.query("SELECT pg_advisory_unlock($1)", [RETENTION_LOCK]).catch(() => {});
+      await client.query("/* RELEASE_RETENTION_LOCK */ SELECT pg_advisory_unlock($1)", [RETENTION_LOCK]).catch(() => {});
     }
     return result;
   } finally {
@@ -187,7 +194,8 @@ const KEEPER_EVERY_MS = 60 * 60 * 1000;
  */
 export function keepLedgerPartitions(db: Queryable, log: Logger): () => void {
   const timer = setInterval(() => {
-    db.$queryRaw(sql`/* ENSURE_LEDGER_PARTITIONS */ SELECT count(*)::int AS n FROM baton_ensure_ledger_partitions(${PARTITION_DAYS_AHEAD}::int)`).catch(
+    const ahead = statement("KEEP_LEDGER_PARTITIONS_AHEAD", sql`SELECT count(*)::int AS n FROM baton_ensure_ledger_partitions(${PARTITION_DAYS_AHEAD}::int)`);
+    db.$queryRaw(ahead).catch(
       (err: unknown) => log("warn", "could not make the ledger's partitions ahead; the next hour tries again", errorFields(err)),
     );
   }, KEEPER_EVERY_MS);

@@ -2,7 +2,7 @@
 // nothing reads them once no issue points at them. They are deleted in small
 // batches, so no statement holds many row locks or runs for long.
 import type { Queryable } from "../db/client.js";
-import { named, queryOne, sql } from "../db/sql.js";
+import { queryOne, sql, statement } from "../db/sql.js";
 
 /** Runs deleted per statement: each batch is a short transaction. */
 export const RUN_BATCH = 1000;
@@ -20,12 +20,12 @@ export async function pruneRuns(db: Queryable, retentionDays: number, shouldStop
   for (let batch = 0; batch < MAX_BATCHES && !shouldStop(); batch++) {
     const row = await queryOne<{ n: number }>(
       db,
-      // PRUNE_FINISHED_RUNS: only finished runs (a finished run is dead for ever: no lock
+      // Only finished runs (a finished run is dead for ever: no lock
       // statement gives it anything again), and only those no issue holds. The check
       // on checkout_run_id covers the execution lock too: issues_lock_pair keeps
       // execution_run_id either NULL or equal to checkout_run_id. SKIP LOCKED: a run a
       // statement is looking at right now is left for the next pass.
-      named("PRUNE_FINISHED_RUNS", sql`
+      statement("PRUNE_FINISHED_RUNS", sql`
         WITH doomed AS (
           SELECT r.id FROM heartbeat_runs r
            WHERE r.status <> 'RUNNING' AND r.finished_at < now() - make_interval(days => ${retentionDays}::int)

@@ -1,12 +1,12 @@
-// CHECKOUT_IF_EXPECTED: the checkout of one named issue, taken if the issue is
+// The checkout of one named issue, taken if the issue is
 // in a status the caller expects and nobody live holds it; a lock left by a
 // dead run is adopted. claimIssue with an issue id runs it (claimIssue.ts
 // turns its verdict into the answer). One statement: the decision, the change
 // and its ledger row commit together.
-import { appendEvents, issueJson, named, raw, runViewJson, sql, stampEvent } from "../../db/sql.js";
+import { appendEvents, issueJson, raw, runViewJson, sql, stampEvent, statement } from "../../db/sql.js";
 import { commitChange } from "../shared/commit.js";
 import type { StatementDeps } from "../shared/deps.js";
-import { RUN_CTE_COLUMNS, attemptsAfterDeath, lockedIssuesCte, runCte } from "../shared/fragments.js";
+import { RUN_CTE_COLUMNS, attemptsAfterDeath, lockedIssuesCte, runCte, runIsLive, runLeaseExpired } from "../shared/fragments.js";
 import type { AgentActor, RunView } from "../shared/types.js";
 import type { Issue, IssueStatus, LockEvent } from "../../domain/types.js";
 
@@ -41,24 +41,24 @@ export interface CheckoutAnswer {
 }
 
 /**
- * CHECKOUT_IF_EXPECTED. Invariant: at most one run holds the checkout, and a
- * lock is taken over only from a run that is dead on the database clock.
- * `cur` locks the issue row first (FOR UPDATE returns its newest version), so
- * the verdict cannot go stale before the change. A holder whose lease has run
- * out but which is still marked RUNNING is timed out here, under its row lock,
- * before its lock is adopted: a heartbeat racing this statement either lands
- * first (the holder is live: CheckoutConflict) or finds the run TIMED_OUT
- * (RunNotActive) — never both. A holder that looks dead is judged by the
- * newest version of its run row (holder_now, locked), never by the snapshot:
- * another statement may have timed it out meanwhile, and it is still dead.
- * A holder this statement cannot see is younger than its snapshot, hence alive. The checks run in the order docs/lifecycle.md gives.
- * A claim that makes the issue active refuses a key at its limit
- * (LIMIT_REACHED); if a concurrent claim takes the key's last slot after this
- * statement's snapshot, the keys' trigger refuses the change (40001) and the
- * statement runs again (docs/invariants.md, 15).
+ * Invariant: at most one run holds the checkout, and a lock is taken over only
+ * from a run that is dead on the database clock, judged on the newest version
+ * of its row (holder_now, locked): a heartbeat racing an adoption either lands
+ * first (CheckoutConflict) or finds the run TIMED_OUT (RunNotActive), never
+ * both; such a holder still marked RUNNING is timed out here (`expired`)
+ * before its lock is adopted. A holder the snapshot cannot see is younger than
+ * it, hence alive. The
+ * checks run in the order docs/lifecycle.md gives; a key at its limit is
+ * refused (LIMIT_REACHED), and a slot taken after the snapshot makes the keys'
+ * trigger abort the statement to run again (docs/invariants.md, 15).
+ * Replayed by test/locks/adoption.test.ts ("adopts a dead holder's checkout
+ * while another transaction %s"), test/locks/races.test.ts ("30 runs check out
+ * one issue: exactly one wins and every loser is told who") and
+ * test/locks/newerRow.test.ts ("a claim by id waiting on the release of the
+ * issue that filled its key counts that slot free").
  */
 function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: string, expected: IssueStatus[]) {
-  return sql`
+  return statement("CHECKOUT_IF_EXPECTED", sql`
     WITH ${runCte(runId, actor, true)},
     ${lockedIssuesCte(actor, [issueId])},
     holder AS (
@@ -69,7 +69,7 @@ function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: 
     -- is decided from that. (Another statement timing the run out makes it
     -- TIMED_OUT, dead; a heartbeat that landed first makes it live.)
     holder_now AS (
-      SELECT r.id, r.status, baton_run_is_live(r.status, r.lease_expires_at) AS live FROM heartbeat_runs r
+      SELECT r.id, r.status, ${raw(runIsLive("r"))} AS live FROM heartbeat_runs r
        WHERE r.id = (SELECT id FROM holder WHERE NOT live)
          AND (SELECT checkout_run_id <> ${runId}::uuid FROM cur)
        FOR UPDATE
@@ -77,7 +77,7 @@ function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: 
     expired AS (
       UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
        WHERE r.id = (SELECT id FROM holder_now WHERE NOT live AND status = 'RUNNING')
-         AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
+         AND ${raw(runLeaseExpired("r"))}
       RETURNING r.id
     ),
     seen AS (
@@ -143,10 +143,10 @@ function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: 
            (SELECT ${issueJson("c")} FROM changed c) AS issue,
            (SELECT json_build_object('id', h.id, 'agentId', h.agent_id, 'status', h.status, 'live', h.live) FROM holder h) AS holder,
            (SELECT json_build_object('key', f.key, 'maxActive', f.max_active) FROM full_key f) AS "limit",
-           (SELECT list FROM events) AS events`;
+           (SELECT list FROM events) AS events`);
 }
 
-/** Runs CHECKOUT_IF_EXPECTED and publishes what it committed; the caller turns the verdict into the answer. */
+/** Runs the checkout and publishes what it committed; the caller turns the verdict into the answer. */
 export function checkoutIfExpected(
   deps: StatementDeps,
   actor: AgentActor,
@@ -154,5 +154,5 @@ export function checkoutIfExpected(
   issueId: string,
   expected: IssueStatus[],
 ): Promise<CheckoutAnswer> {
-  return commitChange<CheckoutAnswer>(deps, named("CHECKOUT_IF_EXPECTED", checkoutIfExpectedStatement(runId, actor, issueId, expected)));
+  return commitChange<CheckoutAnswer>(deps, checkoutIfExpectedStatement(runId, actor, issueId, expected));
 }

@@ -1,9 +1,9 @@
-// CLAIM_NEXT_FOR_EACH: claimIssue without an issue id (claimIssue.ts), for one
+// claimIssue without an issue id (claimIssue.ts), for one
 // request or a group of them. The API groups the claims of a company that
 // arrive while its previous claim statement runs (groupCommit.ts); each
 // request gets what claiming one after another in arrival order would have
 // given it. Its requests and answers are in requests.ts.
-import { appendEvents, issueJsonOrNull, named, runViewJson, sql, raw, stampEvent } from "../../db/sql.js";
+import { appendEvents, issueJsonOrNull, raw, runViewJson, sql, stampEvent, statement } from "../../db/sql.js";
 import { answerEach } from "../shared/commit.js";
 import type { StatementDeps } from "../shared/deps.js";
 import { IN_CLAIM_ORDER, claimOrderCtes } from "./claimOrder.js";
@@ -12,35 +12,26 @@ import type { ClaimAnswer, ClaimRequest } from "../shared/requests.js";
 import type { Issue } from "../../domain/types.js";
 
 /**
- * CLAIM_NEXT_FOR_EACH. Invariant: at most one run holds an issue's checkout,
- * and each request receives what it would have received had the requests
- * claimed one after another in arrival order: the first issue, in claim order,
- * that is claimable by its agent (claimableBy: OPEN with an attempt left,
- * assigned to it, or unassigned with includeUnassigned) and not given to an
- * earlier request of the group.
- *  - `run` reads every named run FOR SHARE, in id order (as claimIssue does:
- *    finishRun and the sweep update the run row first, so a run being ended
- *    cannot take a lock); only requests whose run is live and their own may claim.
- *  - `lists` has one row for each distinct (agent, pool) of the group, and
- *    `got` (claimOrder.ts) takes for each the first `want` issues in claim
- *    order (priority, keys in turn, age; never past a key's room) with FOR
- *    UPDATE SKIP LOCKED: other transactions' claims are skipped and never
- *    waited for, and a row changed since the snapshot is re-checked on its
- *    newest version. `want` counts the requests that may take a row of that
- *    list (the agent's own, plus every pool request when the list includes
- *    the pool): enough for each of them to find its best remaining row, and
- *    no more, because a row locked here and then not handed out would make a
- *    concurrent claimer on another instance skip it and answer
- *    NoIssueAvailable while work is waiting. Lists may share rows (this
- *    statement's own locks do not skip); `cand` keeps each row once.
- *  - `step` walks the requests in arrival order, giving each its best
- *    remaining candidate (assignedOrPooled: one its own claim may take),
- *    and no more of a key's issues in all than the key's room: lists are
- *    chosen separately, the room is shared.
- * One CLAIMED event per claimed issue, all in this one statement.
+ * Invariant: at most one run holds an issue's checkout, and each request of
+ * the group receives what claiming one after another in arrival order would
+ * have given it: the first issue in claim order that its agent may claim
+ * (claimableBy, or the pool with includeUnassigned) and that no earlier request
+ * took, never past a key's room (the room is shared by the group's lists).
+ * Only live runs of their own agent claim; their rows are read FOR SHARE, so a
+ * run being ended takes no lock. Nothing is locked that is not handed out
+ * (`want` per list), so a claimer elsewhere skips no free work: SKIP LOCKED
+ * never waits and never answers NoIssueAvailable while work waits.
+ * `lists` holds each claiming agent and its `want`, `got` (claimOrder.ts) the
+ * candidates locked SKIP LOCKED in claim order, `cand` each once, and `step`
+ * walks the requests in arrival order giving each its best remaining one
+ * (assignedOrPooled). One CLAIMED event per claimed issue, in this statement.
+ * Replayed by test/locks/groupCommit.test.ts ("a group hands out distinct
+ * issues in claim order, as sequential claims in arrival order would"; "a
+ * group locks only the issues it could hand out, so a claimer elsewhere still
+ * finds the rest") and test/locks/claimOrderContention.test.ts.
  */
 export function claimNextForEachStatement(companyId: string, group: ClaimRequest[]) {
-  return sql`
+  return statement("CLAIM_NEXT_FOR_EACH", sql`
     WITH RECURSIVE req AS (
       SELECT q.run_id, q.agent_id, q.pool, q.n::int AS n
         FROM unnest(${group.map((g) => g.runId)}::uuid[], ${group.map((g) => g.actor.agentId)}::uuid[],
@@ -88,10 +79,10 @@ export function claimNextForEachStatement(companyId: string, group: ClaimRequest
     SELECT (SELECT json_object_agg(r.id, ${runViewJson("r")}) FROM run r) AS runs,
            (SELECT json_agg(json_build_object('runId', q.run_id, 'issue', ${issueJsonOrNull("ch")}) ORDER BY q.n)
               FROM req q LEFT JOIN changed ch ON ch.req_n = q.n) AS answers,
-           (SELECT list FROM events) AS events`;
+           (SELECT list FROM events) AS events`);
 }
 
-/** Runs CLAIM_NEXT_FOR_EACH for a group of one company's claims; answers in request order. */
+/** Runs the grouped claim for a group of one company's claims; answers in request order. */
 export async function claimNextForEach(deps: StatementDeps, companyId: string, group: ClaimRequest[]): Promise<ClaimAnswer[]> {
-  return answerEach<{ issue: Issue | null }>(deps, named("CLAIM_NEXT_FOR_EACH", claimNextForEachStatement(companyId, group)));
+  return answerEach<{ issue: Issue | null }>(deps, claimNextForEachStatement(companyId, group));
 }

@@ -1,9 +1,9 @@
-// CLAIM_NEXT_SKIP_LOCKED: the checkout of the caller's next `limit` claimable
+// The checkout of the caller's next `limit` claimable
 // issues in one statement, optionally with their execution locks too.
 // claimIssues runs it (claimIssues.ts); claimIssue without an issue id uses
 // CLAIM_NEXT_FOR_EACH instead (claimNextForEach.ts), which answers a group of
 // callers.
-import { appendEvents, issueJson, named, runViewJson, sql, raw, stampEvent } from "../../db/sql.js";
+import { appendEvents, issueJson, raw, runViewJson, sql, stampEvent, statement } from "../../db/sql.js";
 import { commitChange } from "../shared/commit.js";
 import type { StatementDeps } from "../shared/deps.js";
 import { IN_CLAIM_ORDER, claimOrderCtes } from "./claimOrder.js";
@@ -18,7 +18,7 @@ export interface ClaimNextAnswer {
 }
 
 /**
- * CLAIM_NEXT_SKIP_LOCKED. Invariant: at most one run holds an issue's checkout.
+ * Invariant: at most one run holds an issue's checkout.
  * The issues are the claim order's (claimOrder.ts: priority, then keys in
  * turn, then age; never past a key's limit). Concurrent claimers lock
  * different rows (SKIP LOCKED): they never wait on each other and never
@@ -32,7 +32,7 @@ export interface ClaimNextAnswer {
  * EXECUTION_ACQUIRED), all in this one statement.
  */
 export function claimNextSkipLockedStatement(runId: string, actor: AgentActor, includeUnassigned: boolean, limit = 1, acquire = false) {
-  return sql`
+  return statement("CLAIM_NEXT_SKIP_LOCKED", sql`
     WITH ${runCte(runId, actor, true)},
     lists AS (
       SELECT ${actor.agentId}::uuid AS agent_id, ${limit}::int AS want
@@ -52,7 +52,7 @@ export function claimNextSkipLockedStatement(runId: string, actor: AgentActor, i
     ${appendEvents("changes")}
     SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
            (SELECT coalesce(json_agg(${issueJson("c")} ORDER BY ${raw(IN_CLAIM_ORDER("g"))}), '[]'::json) FROM changed c JOIN got g ON g.id = c.id) AS issues,
-           (SELECT list FROM events) AS events`;
+           (SELECT list FROM events) AS events`);
 }
 
 /** The checkout only: CLAIMED. */
@@ -100,6 +100,6 @@ export function claimNextSkipLocked(
 ): Promise<ClaimNextAnswer> {
   return commitChange<ClaimNextAnswer>(
     deps,
-    named("CLAIM_NEXT_SKIP_LOCKED", claimNextSkipLockedStatement(input.runId, actor, input.includeUnassigned, input.limit, input.acquireExecution)),
+    claimNextSkipLockedStatement(input.runId, actor, input.includeUnassigned, input.limit, input.acquireExecution),
   );
 }

@@ -12,7 +12,7 @@
 // are walked by one index in exactly that order.
 import { raw, sql } from "../../db/sql.js";
 import type { Sql } from "../../db/sql.js";
-import { claimableBy, claimableUnassigned } from "../shared/fragments.js";
+import { claimable, claimableBy, claimableUnassigned } from "../shared/fragments.js";
 
 /** How many keys past the ones a claim needs are looked at, so that concurrent claimers racing for the same heads still find one each. */
 const SPARE_KEYS = 8;
@@ -35,7 +35,7 @@ const keysInTurn = (companyId: string, limit: Sql) => sql`
             SELECT '',
                    (SELECT i.priority FROM issues i
                      WHERE i.company_id = ${companyId}::uuid AND i.concurrency_key = ''
-                       AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
+                       AND ${raw(claimable("i"))}
                      ORDER BY i.priority LIMIT 1),
                    (SELECT u.last_served FROM concurrency_keys u WHERE u.company_id = ${companyId}::uuid AND u.key = ''),
                    NULL::int) t

@@ -2,7 +2,7 @@
 // who holds the issue; the execution lock says which run is working this
 // attempt. Taking it counts the attempt. One statement answers one request or
 // a group of them (the API groups a company's concurrent acquisitions).
-import { appendEvents, issueJsonOrNull, named, runViewJson, sql, raw, stampEvent } from "../../db/sql.js";
+import { appendEvents, issueJsonOrNull, raw, runViewJson, sql, stampEvent, statement } from "../../db/sql.js";
 import { answerEach } from "../shared/commit.js";
 import type { LockDeps, StatementDeps } from "../shared/deps.js";
 import { requestedIssuesCte, requestedRunsCte } from "../shared/fragments.js";
@@ -21,7 +21,7 @@ import { issueNotFound } from "../shared/types.js";
  * anything else) and attempt_count + 1. A group never names one issue twice.
  */
 function acquireStatement(companyId: string, group: AcquireRequest[]) {
-  return sql`
+  return statement("ACQUIRE_IF_CHECKOUT_HELD", sql`
     WITH req AS (
       SELECT q.run_id, q.agent_id, q.issue_id, q.name_key, q.n::int AS n
         FROM unnest(${group.map((g) => g.runId)}::uuid[], ${group.map((g) => g.actor.agentId)}::uuid[],
@@ -61,12 +61,12 @@ function acquireStatement(companyId: string, group: AcquireRequest[]) {
               FROM req q LEFT JOIN verdict v ON v.n = q.n
                          LEFT JOIN cur c ON c.id = q.issue_id LEFT JOIN changed ch ON ch.req_n = q.n
                          LEFT JOIN heartbeat_runs h ON h.id = c.execution_run_id) AS answers,
-           (SELECT list FROM events) AS events`;
+           (SELECT list FROM events) AS events`);
 }
 
 /** Runs ACQUIRE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
 export async function acquireForEach(deps: StatementDeps, companyId: string, group: AcquireRequest[]): Promise<AcquireAnswer[]> {
-  return answerEach<Omit<AcquireAnswer, "run">>(deps, named("ACQUIRE_IF_CHECKOUT_HELD", acquireStatement(companyId, group)));
+  return answerEach<Omit<AcquireAnswer, "run">>(deps, acquireStatement(companyId, group));
 }
 
 export async function acquireExecution(

@@ -3,7 +3,7 @@
 // reads the caps with their current counts. The counts themselves are kept by
 // the keys' trigger (prisma/migrations/…_concurrency_keys), in the transaction
 // of every change to an issue; the claims read them (claimOrder.ts).
-import { named, queryAll, queryOne, sql } from "../../db/sql.js";
+import { queryAll, queryOne, sql, statement } from "../../db/sql.js";
 import type { Db } from "../../db/client.js";
 import { InvalidInputError } from "../../domain/errors.js";
 import { validateConcurrencyKey, validateConcurrencyLimit } from "../../domain/validate.js";
@@ -18,7 +18,7 @@ export interface ConcurrencyLimit {
 }
 
 /**
- * SET_KEY_LIMIT. Invariant: from its commit on, no claim takes the key past
+ * Invariant: from its commit on, no claim takes the key past
  * `maxActive`. The key's row is locked (ON CONFLICT DO UPDATE waits for any
  * statement changing the key's issues, whose trigger holds it), so its
  * `active` is exact when the limit lands; a limit below it takes nothing
@@ -33,14 +33,14 @@ export async function setConcurrencyLimit(
 ): Promise<ConcurrencyLimit | null> {
   validateConcurrencyKey("key", key);
   if (maxActive === null) {
-    await queryAll(db, named("REMOVE_KEY_LIMIT", sql`
+    await queryAll(db, statement("REMOVE_KEY_LIMIT", sql`
       UPDATE concurrency_keys SET max_active = NULL
        WHERE company_id = ${companyId}::uuid AND key = ${key} AND max_active IS NOT NULL
       RETURNING key`));
     return null;
   }
   validateConcurrencyLimit(maxActive);
-  const row = await queryOne<{ limit: ConcurrencyLimit | null }>(db, named("SET_KEY_LIMIT", sql`
+  const row = await queryOne<{ limit: ConcurrencyLimit | null }>(db, statement("SET_KEY_LIMIT", sql`
     WITH set AS (
       INSERT INTO concurrency_keys AS k (company_id, key, max_active)
       SELECT ${companyId}::uuid, ${key}, ${maxActive}::int
@@ -56,7 +56,7 @@ export async function setConcurrencyLimit(
 
 /** LIST_KEY_LIMITS: every limited key of the company, by key. */
 export function listConcurrencyLimits(db: Pick<Db, "$queryRaw">, companyId: string): Promise<ConcurrencyLimit[]> {
-  return queryAll<ConcurrencyLimit>(db, named("LIST_KEY_LIMITS", sql`
+  return queryAll<ConcurrencyLimit>(db, statement("LIST_KEY_LIMITS", sql`
     SELECT k.key, k.max_active AS "maxActive", k.active FROM concurrency_keys k
      WHERE k.company_id = ${companyId}::uuid AND k.max_active IS NOT NULL
      ORDER BY k.key`));

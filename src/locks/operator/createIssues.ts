@@ -1,6 +1,6 @@
 // createIssue / createIssues: the board adds work. Up to 1000 in one
 // transaction (one statement); no lock changes, so no events.
-import { issueJson, queryAll, sql } from "../../db/sql.js";
+import { issueJson, queryAll, sql, statement } from "../../db/sql.js";
 import type { LockDeps } from "../shared/deps.js";
 import type { Issue, IssuePriority, IssueStatus } from "../../domain/types.js";
 import { InvalidInputError } from "../../domain/errors.js";
@@ -20,7 +20,7 @@ export interface CreateIssueInput {
 }
 
 /**
- * INSERT_ISSUES_FOR_COMPANY. Invariant: an issue's assignee is an agent of the
+ * Invariant: an issue's assignee is an agent of the
  * same company. Rows are inserted in input order with increasing created_at
  * (clock_timestamp per row), so equal priorities are claimed in input order, and an unknown assignee
  * makes the whole statement insert nothing. A named concurrency key gets its
@@ -54,7 +54,7 @@ export async function createIssues(deps: Pick<LockDeps, "db">, companyId: string
   const assignees = [...new Set(rows.map((r) => r.assignee).filter((a): a is string => a !== null))];
   const inserted = await queryAll<{ issue: Issue; ord: number }>(
     deps.db,
-    sql`
+    statement("CREATE_ISSUES", sql`
       WITH input AS (
         SELECT * FROM unnest(
           ${rows.map((r) => r.title)}::text[], ${rows.map((r) => r.description)}::text[],
@@ -76,7 +76,7 @@ export async function createIssues(deps: Pick<LockDeps, "db">, companyId: string
          ORDER BY t.ord
         RETURNING *
       )
-      SELECT ${issueJson("c")} AS issue FROM created c`,
+      SELECT ${issueJson("c")} AS issue FROM created c`),
   );
   if (inserted.length !== rows.length) {
     throw new InvalidInputError("assigneeAgentId: no such agent in this company");

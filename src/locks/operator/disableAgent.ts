@@ -5,7 +5,7 @@
 // again or ESCALATED, a RECOVERED (or ESCALATED) event with reason
 // AGENT_DISABLED. The caller then tells every instance which keys were
 // revoked (revocations.ts).
-import { agentJson, appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent } from "../../db/sql.js";
+import { agentJson, appendEvents, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent, statement } from "../../db/sql.js";
 import { InvalidInputError, NotFoundError } from "../../domain/errors.js";
 import type { Agent, LockEvent } from "../../domain/types.js";
 import { REVOKE_KEYS, lockAgent } from "../../db/agentRows.js";
@@ -64,7 +64,7 @@ export async function disableAgent(
     if (!(await lockAgent(tx, scope, agentId))) return null;
     return queryOneInTransaction<{ agent: Agent; revoked: string[] }>(
       tx,
-      named("DISABLE_AGENT", sql`
+      statement("DISABLE_AGENT", sql`
         WITH agent AS (
           UPDATE agents a SET disabled_at = coalesce(a.disabled_at, now()), disabled_reason = ${why}
            WHERE a.id = ${agentId}::uuid
@@ -87,7 +87,7 @@ export async function disableAgent(
   onKeysRevoked(disabled.revoked);
   const recovered = await commitChange<{ events: LockEvent[] }>(
     deps,
-    named("RECOVER_LOCKS_OF_DISABLED_RUNS", sql`
+    statement("RECOVER_LOCKS_OF_DISABLED_RUNS", sql`
       WITH held AS (
         -- every lock a run of the agent holds: none of its runs is RUNNING now
         SELECT i.id, i.checkout_run_id AS run_id FROM issues i JOIN heartbeat_runs r ON r.id = i.checkout_run_id
@@ -109,13 +109,13 @@ export async function disableAgent(
 }
 
 /**
- * ENABLE_AGENT: the agent may be given a key again (rotateAgentKey); the keys
+ * The agent may be given a key again (rotateAgentKey); the keys
  * it had stay revoked.
  */
 export async function enableAgent(db: LockDeps["db"], scope: Scope, agentId: string): Promise<Agent> {
   const row = await queryOne<{ agent: Agent | null }>(
     db,
-    named("ENABLE_AGENT", sql`
+    statement("ENABLE_AGENT", sql`
       WITH agent AS (
         UPDATE agents a SET disabled_at = NULL, disabled_reason = NULL
          WHERE a.id = ${agentId}::uuid AND (${scope}::uuid IS NULL OR a.company_id = ${scope}::uuid)

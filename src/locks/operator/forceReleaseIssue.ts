@@ -1,5 +1,5 @@
 // forceReleaseIssue: the board takes an issue back from whatever holds it.
-import { appendEvents, issueJson, named, raw, sql, stampEvent } from "../../db/sql.js";
+import { appendEvents, issueJson, raw, sql, stampEvent, statement } from "../../db/sql.js";
 import { commitChange } from "../shared/commit.js";
 import type { LockDeps } from "../shared/deps.js";
 import { CLEAR_LOCKS, boardLockedIssueCte, reopenOrEscalate } from "../shared/fragments.js";
@@ -11,12 +11,12 @@ import { issueNotFound } from "../shared/types.js";
 import { validateText } from "../../domain/validate.js";
 
 /**
- * FORCE_RELEASE_ANY_HOLDER. Invariant: both locks clear together with the
+ * Invariant: both locks clear together with the
  * status; an issue that holds no lock is left as it is (no event). The event
  * names the run and agent whose hold was ended.
  */
 function forceReleaseStatement(companyId: string, issueId: string, reason: string) {
-  return sql`
+  return statement("FORCE_RELEASE_ANY_HOLDER", sql`
     WITH ${boardLockedIssueCte(companyId, issueId)},
     changed AS (
       UPDATE issues i
@@ -29,7 +29,7 @@ function forceReleaseStatement(companyId: string, issueId: string, reason: strin
     ${appendEvents("changed")}
     SELECT (SELECT ${issueJson("c")} FROM cur c) AS current,
            (SELECT ${issueJson("c")} FROM changed c) AS issue,
-           (SELECT list FROM events) AS events`;
+           (SELECT list FROM events) AS events`);
 }
 
 export async function forceReleaseIssue(
@@ -42,7 +42,7 @@ export async function forceReleaseIssue(
   validateText("reason", reason, MAX_REASON_LENGTH);
   const row = await commitChange<{ current: Issue | null; issue: Issue | null; events: LockEvent[] }>(
     deps,
-    named("FORCE_RELEASE_ANY_HOLDER", forceReleaseStatement(companyId, input.issueId, reason)),
+    forceReleaseStatement(companyId, input.issueId, reason),
   );
   if (!row.current) return issueNotFound(input.issueId);
   return { __typename: "IssueReleased", issue: row.issue ?? row.current };

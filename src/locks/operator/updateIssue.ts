@@ -1,6 +1,6 @@
 // updateIssue: the board edits an issue and moves it through the part of the
 // life cycle that belongs to the board (docs/lifecycle.md).
-import { appendEvents, issueJson, named, raw, sql, stampEvent } from "../../db/sql.js";
+import { appendEvents, issueJson, raw, sql, stampEvent, statement } from "../../db/sql.js";
 import { commitChange } from "../shared/commit.js";
 import type { LockDeps } from "../shared/deps.js";
 import { boardLockedIssueCte, reopenOrEscalate } from "../shared/fragments.js";
@@ -48,7 +48,7 @@ export interface UpdateIssueInput {
 type Verdict = "INVALID" | "EXHAUSTED" | "KEY_WHILE_ACTIVE" | "NO_AGENT" | "UPDATE";
 
 /**
- * UPDATE_IF_TRANSITION_ALLOWED. Invariant: the status only moves along the
+ * Invariant: the status only moves along the
  * board's edges, decided on the locked row; a move that ends a hold (to
  * CANCELLED) clears both locks in the same update. A move to OPEN without an
  * attempt left ends in ESCALATED instead, and from ESCALATED is refused (raise
@@ -60,7 +60,7 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
     value === undefined ? raw(`i.${column}`) : sql`${value}::${raw(cast)}`;
   const status = input.status ?? null;
   const key = input.concurrencyKey === undefined ? null : (input.concurrencyKey ?? "");
-  return sql`
+  return statement("UPDATE_IF_TRANSITION_ALLOWED", sql`
     WITH ${boardLockedIssueCte(companyId, issueId)},
     asked AS (
       SELECT c.id,
@@ -119,7 +119,7 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
     SELECT (SELECT ${issueJson("c")} FROM cur c) AS current,
            (SELECT verdict FROM verdict) AS verdict,
            (SELECT ${issueJson("c")} FROM changed c) AS issue,
-           (SELECT list FROM events) AS events`;
+           (SELECT list FROM events) AS events`);
 }
 
 export async function updateIssue(
@@ -136,7 +136,7 @@ export async function updateIssue(
   if (input.concurrencyKey != null) validateConcurrencyKey("concurrencyKey", input.concurrencyKey);
   const row = await commitChange<{ current: Issue | null; verdict: Verdict | null; issue: Issue | null; events: LockEvent[] }>(
     deps,
-    named("UPDATE_IF_TRANSITION_ALLOWED", updateStatement(companyId, issueId, input)),
+    updateStatement(companyId, issueId, input),
   );
   const cur = row.current;
   if (!cur || !row.verdict) return issueNotFound(issueId);

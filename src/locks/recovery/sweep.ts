@@ -6,11 +6,11 @@
 // waits for each behind a savepoint of its own, all of them within a
 // statement's time (TIME_OUT_BUSY_EXPIRED_RUNS). Several sweepers may run at once against one database.
 import type { Db } from "../../db/client.js";
-import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent } from "../../db/sql.js";
+import { appendEvents, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent, statement } from "../../db/sql.js";
 import type { Sql } from "../../db/sql.js";
 import { commitChange } from "../shared/commit.js";
 import type { EventSink } from "../../domain/types.js";
-import { attemptsAfterDeath, recoveredKind, recoverLock, reopenOrEscalate } from "../shared/fragments.js";
+import { attemptsAfterDeath, recoveredKind, recoverLock, reopenOrEscalate, runIsLive, runLeaseExpired } from "../shared/fragments.js";
 import type { LockEvent } from "../../domain/types.js";
 import { ATTR, inSpan } from "../../tracing/spans.js";
 
@@ -31,61 +31,60 @@ export interface SweepOptions {
 }
 
 /**
- * TIME_OUT_EXPIRED_RUNS. Invariant: a run is TIMED_OUT only if its lease has
- * expired on the database clock. Its guard is the exact opposite of the
- * heartbeat's, on the same row, so a racing heartbeat either extends the
+ * Invariant: a run is TIMED_OUT only if its lease has expired on the database
+ * clock. Its guard (runLeaseExpired) is the exact opposite of the heartbeat's
+ * (runLeaseLive), on the same row, so a racing heartbeat either extends the
  * lease first (the run is skipped, or fails the re-check) or finds the run
- * TIMED_OUT and answers RunNotActive.
+ * TIMED_OUT and answers RunNotActive. Replayed by test/locks/sweep.test.ts ("a
+ * heartbeat racing a sweep at the expiry instant: the lease is extended or the
+ * lock recovered, never both").
  */
 const timeOutExpiredRuns = (batch: number) =>
-  timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r
-     WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()
+  statement("TIME_OUT_EXPIRED_RUNS", timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r
+     WHERE ${raw(runLeaseExpired("r"))}
      ORDER BY r.lease_expires_at LIMIT ${batch}::int
-       FOR UPDATE SKIP LOCKED`);
+       FOR UPDATE SKIP LOCKED`));
 
 /** Both time-out statements: `expired` locks the runs to time out; the update re-checks each on its newest version. */
 const timeOutExpired = (expired: Sql) => sql`
   WITH expired AS (${expired}), timed_out AS (
     UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
-      FROM expired e WHERE r.id = e.id AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
+      FROM expired e WHERE r.id = e.id AND ${raw(runLeaseExpired("r"))}
     RETURNING r.id
   )
   SELECT count(*)::int AS n FROM timed_out`;
 
 /**
- * BUSY_EXPIRED_RUNS. Invariant: lists, without locking, the expired RUNNING
+ * Invariant: lists, without locking, the expired RUNNING
  * runs left after TIME_OUT_EXPIRED_RUNS (the ones whose row another
  * transaction held), in id order, for TIME_OUT_BUSY_EXPIRED_RUNS to wait for.
  */
-const busyExpiredRuns = (batch: number) => sql`
+const busyExpiredRuns = (batch: number) => statement("BUSY_EXPIRED_RUNS", sql`
   SELECT coalesce(array_agg(x.id::text), '{}') AS ids FROM (
     SELECT r.id FROM heartbeat_runs r
-     WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()
+     WHERE ${raw(runLeaseExpired("r"))}
      ORDER BY r.id LIMIT ${batch}::int
-  ) x`;
+  ) x`);
 
 /**
- * TIME_OUT_BUSY_EXPIRED_RUNS. Invariant: TIME_OUT_EXPIRED_RUNS's, for one
- * expired run it skipped because another transaction held its row: most often the dead agent's own
- * claim or acquire, which reads its run FOR SHARE. Skipping it for ever
- * would leave its locks held for as long as the agent kept calling, so this
- * waits for the row instead, within its share of BUSY_WAIT_MS (lock_timeout),
- * behind a savepoint of its own: a row held longer is left for the next sweep,
- * and the runs after it are still waited for. The busy runs of one sweep are
- * timed out in one transaction, as one step of the sweep. It locks run rows
- * only, in id order, so it never deadlocks with another sweeper; a
- * CHECKOUT_IF_EXPECTED adopting from a dead holder also locks a second run,
- * and the rare cycle with it is broken by PostgreSQL and retried
- * (retryingAborts). It re-checks the lease on the newest row version, so a
- * heartbeat that landed first wins.
+ * Invariant: TIME_OUT_EXPIRED_RUNS's, for one expired run it skipped because
+ * another transaction held its row (most often the dead agent's own claim,
+ * which reads its run FOR SHARE): the row is waited for, within a share of
+ * BUSY_WAIT_MS behind a savepoint of its own, so such a run is never skipped
+ * for ever and a row held longer holds up no other. Run rows only, in id
+ * order: no deadlock with another sweeper (a cycle with an adoption is
+ * aborted and retried). The lease is re-checked on the newest row version.
+ * Replayed by test/locks/sweep.test.ts ("is timed out and its locks freed in
+ * one sweep, which waits for its agent's statement (FOR SHARE) instead of
+ * skipping it") and test/locks/sweepPastHeldRows.test.ts.
  */
 const timeOutBusyExpiredRun = (runId: string) =>
-  timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r
-     WHERE r.id = ${runId}::uuid AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
-       FOR UPDATE`);
+  statement("TIME_OUT_BUSY_EXPIRED_RUNS", timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r
+     WHERE r.id = ${runId}::uuid AND ${raw(runLeaseExpired("r"))}
+       FOR UPDATE`));
 
 /**
- * RECOVER_LOCKS_OF_DEAD_RUNS. Invariant: a lock whose run is alive is never
+ * Invariant: a lock whose run is alive is never
  * touched, and each recovered issue gets exactly one event. Candidates come
  * from the snapshot (held by a terminal or missing run; a dead run stays dead,
  * so a stale candidate is only ever one whose lock moved on), and `locked`
@@ -94,10 +93,10 @@ const timeOutBusyExpiredRun = (runId: string) =>
  * only the rows `locked` took, so however many rows other sessions hold, a
  * batch takes every other dead lock up to its size. A CLAIMED holder that died
  * spent an attempt; an issue left without one is ESCALATED instead of OPEN.
- * `locked` probes the primary key once per candidate (LATERAL): a join here
- * was planned as a hash join over a scan of the whole issues table, per batch.
+ * `locked` probes the primary key once per candidate (LATERAL), so a batch
+ * never scans the issues table. Replayed by test/locks/sweepPastHeldRows.test.ts.
  */
-const recoverDeadLocks = (batch: number) => sql`
+const recoverDeadLocks = (batch: number) => statement("RECOVER_LOCKS_OF_DEAD_RUNS", sql`
   WITH gate AS (SELECT pg_advisory_xact_lock(${SWEEP_LOCK_KEY}::bigint)),
   locked AS (
     SELECT l.id, c.checkout_run_id AS dead_run, h.agent_id, h.status AS run_status
@@ -121,15 +120,15 @@ const recoverDeadLocks = (batch: number) => sql`
                    ELSE 'RUN_FINISHED' END AS ev_reason
   ),
   ${appendEvents("changed")}
-  SELECT (SELECT count(*)::int FROM changed) AS n, (SELECT list FROM events) AS events`;
+  SELECT (SELECT count(*)::int FROM changed) AS n, (SELECT list FROM events) AS events`);
 
 /**
- * ESCALATE_EXHAUSTED_OPEN. Invariant: an OPEN issue with no attempt left
+ * Invariant: an OPEN issue with no attempt left
  * becomes ESCALATED (e.g. after the board lowered maxAttempts), one event each.
  * Rows another transaction holds are passed over (SKIP LOCKED) before the
  * LIMIT counts, and the guard is re-checked on each row's newest version.
  */
-const escalateExhausted = (batch: number) => sql`
+const escalateExhausted = (batch: number) => statement("ESCALATE_EXHAUSTED_OPEN", sql`
   WITH gate AS (SELECT pg_advisory_xact_lock(${SWEEP_LOCK_KEY}::bigint)),
   locked AS (
     SELECT i.id FROM gate, issues i
@@ -143,7 +142,7 @@ const escalateExhausted = (batch: number) => sql`
     RETURNING i.*, 'ESCALATED' AS ev_kind, NULL::uuid AS ev_run_id, NULL::uuid AS ev_agent_id, 'ATTEMPTS_EXHAUSTED' AS ev_reason
   ),
   ${appendEvents("changed")}
-  SELECT (SELECT count(*)::int FROM changed) AS n, (SELECT list FROM events) AS events`;
+  SELECT (SELECT count(*)::int FROM changed) AS n, (SELECT list FROM events) AS events`);
 
 /** A run the sweep would time out. */
 export interface RunToTimeOut {
@@ -181,11 +180,11 @@ export interface SweepPreview extends SweepCounts {
  * the first `limit` runs and issues it would change, with their holders. The
  * issues are those of steps 2 and 3, with the outcome step 2 would give them.
  */
-const preview = (limit: number) => sql`
+const preview = (limit: number) => statement("PREVIEW_SWEEP", sql`
   WITH runs AS (
     SELECT r.id AS "runId", r.company_id AS "companyId", r.agent_id AS "agentId",
            floor(extract(epoch FROM now() - r.lease_expires_at))::int AS "expiredFor"
-      FROM heartbeat_runs r WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()
+      FROM heartbeat_runs r WHERE ${raw(runLeaseExpired("r"))}
      ORDER BY r.lease_expires_at LIMIT ${limit}::int
   ), held AS (
     SELECT i.id AS "issueId", i.company_id AS "companyId", i.status::text AS status, i.checkout_run_id AS "runId",
@@ -194,7 +193,7 @@ const preview = (limit: number) => sql`
            ${raw(attemptsAfterDeath("i"))} AS "attemptCount", i.max_attempts AS "maxAttempts",
            ${raw(reopenOrEscalate("i", { attempts: attemptsAfterDeath("i") }))}::text AS becomes
       FROM issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
-     WHERE i.checkout_run_id IS NOT NULL AND NOT baton_run_is_live(h.status, h.lease_expires_at)
+     WHERE i.checkout_run_id IS NOT NULL AND NOT ${raw(runIsLive("h"))}
      ORDER BY i.id LIMIT ${limit}::int
   ), exhausted AS (
     SELECT i.id AS "issueId", i.company_id AS "companyId", i.status::text AS status, NULL::uuid AS "runId", NULL::uuid AS "agentId",
@@ -204,12 +203,12 @@ const preview = (limit: number) => sql`
      ORDER BY i.id LIMIT ${limit}::int
   )
   SELECT
-    (SELECT count(*)::int FROM heartbeat_runs r WHERE r.status = 'RUNNING' AND r.lease_expires_at <= now()) AS "timedOutRuns",
+    (SELECT count(*)::int FROM heartbeat_runs r WHERE ${raw(runLeaseExpired("r"))}) AS "timedOutRuns",
     (SELECT count(*)::int FROM issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
-      WHERE i.checkout_run_id IS NOT NULL AND NOT baton_run_is_live(h.status, h.lease_expires_at)) AS "recoveredIssues",
+      WHERE i.checkout_run_id IS NOT NULL AND NOT ${raw(runIsLive("h"))}) AS "recoveredIssues",
     (SELECT count(*)::int FROM issues i WHERE i.status = 'OPEN' AND i.attempt_count >= i.max_attempts) AS "escalatedIssues",
     coalesce((SELECT json_agg(runs) FROM runs), '[]') AS runs,
-    coalesce((SELECT json_agg(x) FROM (SELECT * FROM held UNION ALL SELECT * FROM exhausted) x), '[]') AS issues`;
+    coalesce((SELECT json_agg(x) FROM (SELECT * FROM held UNION ALL SELECT * FROM exhausted) x), '[]') AS issues`);
 
 /** What a sweep would do now, changing nothing: counts, and the first `limit` runs and issues in detail. */
 export function previewSweep(db: Db, limit = 100): Promise<SweepPreview> {
@@ -227,7 +226,7 @@ const BUSY_WAIT_MS = 5_000;
  * runs it timed out.
  */
 async function timeOutBusy(db: Db, batch: number): Promise<number> {
-  const { ids } = await queryOne<{ ids: string[] }>(db, named("BUSY_EXPIRED_RUNS", busyExpiredRuns(batch)));
+  const { ids } = await queryOne<{ ids: string[] }>(db, busyExpiredRuns(batch));
   if (ids.length === 0) return 0;
   const deadline = Date.now() + BUSY_WAIT_MS;
   return retryingAborts(() =>
@@ -239,7 +238,7 @@ async function timeOutBusy(db: Db, batch: number): Promise<number> {
         await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${waitMs}ms'`);
         await tx.$executeRawUnsafe("SAVEPOINT busy_run");
         try {
-          rows += (await queryOneInTransaction<{ n: number }>(tx, named("TIME_OUT_BUSY_EXPIRED_RUNS", timeOutBusyExpiredRun(runId)))).n;
+          rows += (await queryOneInTransaction<{ n: number }>(tx, timeOutBusyExpiredRun(runId))).n;
           await tx.$executeRawUnsafe("RELEASE SAVEPOINT busy_run");
         } catch (err) {
           if (!/55P03|lock timeout/.test(JSON.stringify((err as { meta?: unknown })?.meta ?? {}) + String((err as Error)?.message))) throw err;
@@ -259,7 +258,11 @@ async function timeOutBusy(db: Db, batch: number): Promise<number> {
 export function sweep(db: Db, events: EventSink, options: SweepOptions = {}): Promise<SweepCounts> {
   return inSpan("recovery sweep", async (span) => {
     const counts = await sweepSteps(db, events, options);
-    span?.setAttributes({ "baton.timed_out_runs": counts.timedOutRuns, "baton.recovered_issues": counts.recoveredIssues, "baton.escalated_issues": counts.escalatedIssues });
+    span?.setAttributes({
+      "baton.timed_out_runs": counts.timedOutRuns,
+      "baton.recovered_issues": counts.recoveredIssues,
+      "baton.escalated_issues": counts.escalatedIssues,
+    });
     return counts;
   });
 }
@@ -283,21 +286,21 @@ async function sweepSteps(db: Db, events: EventSink, options: SweepOptions): Pro
   counts.timedOutRuns += await step("time out expired runs", async () => {
     let rows = 0;
     for (;;) {
-      const { n } = await queryOne<{ n: number }>(db, named("TIME_OUT_EXPIRED_RUNS", timeOutExpiredRuns(batch)));
+      const { n } = await queryOne<{ n: number }>(db, timeOutExpiredRuns(batch));
       rows += n;
       if (n < batch || stop()) return rows;
     }
   });
   counts.timedOutRuns += await step("time out busy expired runs", () => timeOutBusy(db, batch));
-  for (const [name, label, change] of [
-    ["RECOVER_LOCKS_OF_DEAD_RUNS", "recover locks of dead runs", recoverDeadLocks],
-    ["ESCALATE_EXHAUSTED_OPEN", "escalate exhausted open issues", escalateExhausted],
+  for (const [label, change] of [
+    ["recover locks of dead runs", recoverDeadLocks],
+    ["escalate exhausted open issues", escalateExhausted],
   ] as const) {
     if (stop()) return counts;
     await step(label, async () => {
       let rows = 0;
       for (;;) {
-        const { n, events: appended } = await commitChange<{ n: number; events: LockEvent[] }>({ db, events }, named(name, change(batch)));
+        const { n, events: appended } = await commitChange<{ n: number; events: LockEvent[] }>({ db, events }, change(batch));
         rows += n;
         for (const e of appended) {
           if (e.kind === "ESCALATED") counts.escalatedIssues++;

@@ -1,7 +1,7 @@
 // releaseIssues: the holder gives back many issues in one statement. Each
 // issue is released or refused on its own; both locks of a released issue
 // clear together. releaseIssue is this with one id.
-import { appendEvents, issueJsonOrNull, named, raw, runViewJson, sql, stampEvent } from "../../db/sql.js";
+import { appendEvents, issueJsonOrNull, raw, runViewJson, sql, stampEvent, statement } from "../../db/sql.js";
 import { answerEach } from "../shared/commit.js";
 import type { LockDeps, StatementDeps } from "../shared/deps.js";
 import { CLEAR_LOCKS, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "../shared/fragments.js";
@@ -36,7 +36,7 @@ export type ReleaseIssuesResult = IssuesReleased | RunNotActive;
  * without an attempt left. A group never names one issue twice.
  */
 function releaseStatement(companyId: string, group: ReleaseRequest[]) {
-  return sql`
+  return statement("RELEASE_IF_CHECKOUT_HELD", sql`
     WITH req AS (
       SELECT q.run_id, q.agent_id, q.issue_id, q.outcome, q.reason, q.n::int AS n
         FROM unnest(${group.map((g) => g.runId)}::uuid[], ${group.map((g) => g.actor.agentId)}::uuid[],
@@ -69,12 +69,12 @@ function releaseStatement(companyId: string, group: ReleaseRequest[]) {
             ) ORDER BY q.n)
               FROM req q LEFT JOIN verdict v ON v.n = q.n
                          LEFT JOIN cur c ON c.id = q.issue_id LEFT JOIN changed ch ON ch.req_n = q.n) AS answers,
-           (SELECT list FROM events) AS events`;
+           (SELECT list FROM events) AS events`);
 }
 
 /** Runs RELEASE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
 export async function releaseForEach(deps: StatementDeps, companyId: string, group: ReleaseRequest[]): Promise<ReleaseAnswer[]> {
-  return answerEach<Omit<ReleaseAnswer, "run">>(deps, named("RELEASE_IF_CHECKOUT_HELD", releaseStatement(companyId, group)));
+  return answerEach<Omit<ReleaseAnswer, "run">>(deps, releaseStatement(companyId, group));
 }
 
 /** What the event records as the reason. */

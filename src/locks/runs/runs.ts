@@ -2,10 +2,10 @@
 // is RUNNING and its lease (on the database clock) lies in the future. Here
 // too the checks every agent mutation makes on the run it names (refuseRun).
 import type { Db } from "../../db/client.js";
-import { appendEvents, named, queryOne, queryOneInTransaction, raw, retryingAborts, runJson, sql, stampEvent } from "../../db/sql.js";
+import { appendEvents, queryOne, queryOneInTransaction, raw, retryingAborts, runJson, sql, stampEvent, statement } from "../../db/sql.js";
 import { commitTransaction } from "../shared/commit.js";
 import type { LockDeps } from "../shared/deps.js";
-import { CLEAR_LOCKS, reopenOrEscalate } from "../shared/fragments.js";
+import { CLEAR_LOCKS, reopenOrEscalate, runLeaseExpired, runLeaseLive } from "../shared/fragments.js";
 import type { AgentActor, RunNotActive, RunResult, RunView } from "../shared/types.js";
 import type { LockEvent, Run, RunStatus } from "../../domain/types.js";
 import { AgentDisabledError, ForbiddenError, InvalidInputError } from "../../domain/errors.js";
@@ -34,7 +34,7 @@ export function withoutLive(run: RunView): Run {
 const lease = (seconds: number) => sql`now() + make_interval(secs => ${seconds}::int)`;
 
 /**
- * START_RUN: a RUNNING run for the calling agent, its lease from the database
+ * A RUNNING run for the calling agent, its lease from the database
  * clock. Invariant: a disabled agent gets no run. The agent row is read FOR
  * SHARE: disableAgent locks it FOR UPDATE before it ends the agent's runs, so
  * a run is either started before (and ended by it) or refused after.
@@ -42,7 +42,7 @@ const lease = (seconds: number) => sql`now() + make_interval(secs => ${seconds}:
 export async function startRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, actor: AgentActor): Promise<Run> {
   const row = await queryOne<{ run: Run | null }>(
     deps.db,
-    named("START_RUN", sql`
+    statement("START_RUN", sql`
       WITH agent AS (
         SELECT a.id, a.company_id FROM agents a
          WHERE a.id = ${actor.agentId}::uuid AND a.company_id = ${actor.companyId}::uuid AND a.disabled_at IS NULL
@@ -68,12 +68,12 @@ export async function startRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, acto
 async function diagnose(db: Db, actor: AgentActor, runId: string, record: boolean): Promise<RunResult> {
   const row = await queryOne<{ run: Run | null }>(
     db,
-    named("DIAGNOSE_RUN", sql`
+    statement("DIAGNOSE_RUN", sql`
       WITH timed_out AS (
         UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
          WHERE ${record}::boolean
            AND r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
-           AND r.status = 'RUNNING' AND r.lease_expires_at <= now()
+           AND ${raw(runLeaseExpired("r"))}
         RETURNING *
       ),
       -- read at its newest version (a locking read): a statement that changed
@@ -92,20 +92,21 @@ async function diagnose(db: Db, actor: AgentActor, runId: string, record: boolea
 }
 
 /**
- * EXTEND_LEASE_IF_LIVE. Invariant: a lease is extended only while it has not
- * expired. The recovery sweep times runs out with the opposite guard on the
- * same row, so of a heartbeat and a sweep racing at the expiry instant exactly
- * one wins: the lease is extended (lock kept) or the run is TIMED_OUT
- * (RunNotActive), never both.
+ * Invariant: a lease is extended only while it has not expired (runLeaseLive).
+ * The recovery sweep times runs out with the opposite guard on the same row,
+ * so of a heartbeat and a sweep racing at the expiry instant exactly one wins:
+ * the lease is extended (lock kept) or the run is TIMED_OUT (RunNotActive),
+ * never both (test/locks/sweep.test.ts, "a heartbeat racing a sweep at the
+ * expiry instant: the lease is extended or the lock recovered, never both").
  */
 export async function heartbeatRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, actor: AgentActor, runId: string): Promise<RunResult> {
   const row = await queryOne<{ run: Run | null }>(
     deps.db,
-    named("EXTEND_LEASE_IF_LIVE", sql`
+    statement("EXTEND_LEASE_IF_LIVE", sql`
       WITH beat AS (
         UPDATE heartbeat_runs r SET last_heartbeat_at = now(), lease_expires_at = ${lease(deps.leaseSeconds)}
          WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
-           AND r.status = 'RUNNING' AND r.lease_expires_at > now()
+           AND ${raw(runLeaseLive("r"))}
         RETURNING *
       )
       SELECT (SELECT ${runJson("b")} FROM beat b) AS run`),
@@ -133,11 +134,11 @@ export async function finishRun(deps: LockDeps, actor: AgentActor, runId: string
   const finished = await commitTransaction(deps, () => retryingAborts(() => deps.db.$transaction(async (tx) => {
     const run = await queryOneInTransaction<{ run: Run | null }>(
       tx,
-      named("FINISH_IF_LIVE", sql`
+      statement("FINISH_IF_LIVE", sql`
         WITH finished AS (
           UPDATE heartbeat_runs r SET status = ${status}::run_status, finished_at = now()
            WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
-             AND r.status = 'RUNNING' AND r.lease_expires_at > now()
+             AND ${raw(runLeaseLive("r"))}
           RETURNING *
         )
         SELECT (SELECT ${runJson("f")} FROM finished f) AS run`),
@@ -151,7 +152,7 @@ export async function finishRun(deps: LockDeps, actor: AgentActor, runId: string
 }
 
 /**
- * RELEASE_ALL_HELD_BY_RUN: every issue whose checkout the run holds goes back
+ * Every issue whose checkout the run holds goes back
  * to OPEN (or ESCALATED when exhausted), both locks cleared; a voluntary end
  * costs no attempt. Used by finishRun, whose run row is already terminal.
  */
@@ -164,7 +165,7 @@ async function releaseAllHeldBy(
 ): Promise<LockEvent[]> {
   const row = await queryOneInTransaction<{ events: LockEvent[] }>(
     db,
-    named("RELEASE_ALL_HELD_BY_RUN", sql`
+    statement("RELEASE_ALL_HELD_BY_RUN", sql`
       WITH held AS (
         -- locked in id order, like every statement that locks several issues
         SELECT i.id FROM issues i

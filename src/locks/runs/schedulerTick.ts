@@ -4,7 +4,7 @@
 // start a run, claim its next issue with the very same statement an agent
 // would use, and finish the run SUCCEEDED if it got nothing (another tick, or
 // the agent itself, may have been faster).
-import { queryAll, raw, sql } from "../../db/sql.js";
+import { queryAll, raw, sql, statement } from "../../db/sql.js";
 import { claimIssue } from "../claim/claimIssue.js";
 import type { LockDeps } from "../shared/deps.js";
 import { claimableBy } from "../shared/fragments.js";
@@ -19,13 +19,13 @@ export interface SchedulerTick {
   claims: IssueClaimed[];
 }
 
-/** AGENTS_WITH_CLAIMABLE_WORK: served by issues_claimable_idx (one probe per agent); its own work only, not the pool; enabled agents only. */
-const agentsWithWork = (companyId: string) => sql`
+/** The enabled agents with claimable work of their own (not the pool's), one probe of issues_claimable_idx per agent. */
+const agentsWithWork = (companyId: string) => statement("AGENTS_WITH_CLAIMABLE_WORK", sql`
   SELECT a.id AS "agentId", a.name_key AS "agentNameKey" FROM agents a
    WHERE a.company_id = ${companyId}::uuid AND a.disabled_at IS NULL
      AND EXISTS (SELECT 1 FROM issues i
                   WHERE i.company_id = a.company_id AND ${claimableBy("i", raw("a.id"))})
-   ORDER BY a.created_at, a.id`;
+   ORDER BY a.created_at, a.id`);
 
 export async function tickScheduler(deps: LockDeps, companyId: string): Promise<SchedulerTick> {
   const agents = await queryAll<{ agentId: string; agentNameKey: string }>(deps.db, agentsWithWork(companyId));
@@ -37,7 +37,7 @@ export async function tickScheduler(deps: LockDeps, companyId: string): Promise<
       try {
         run = await startRun(deps, actor);
       } catch (err) {
-        // disabled since AGENTS_WITH_CLAIMABLE_WORK read it: no run for it, the others go on
+        // disabled since agentsWithWork read it: no run for it, the others go on
         if (err instanceof AgentDisabledError) return null;
         throw err;
       }

@@ -7,8 +7,25 @@ import { raw, sql } from "../../db/sql.js";
 import type { Sql } from "../../db/sql.js";
 import type { AgentActor } from "./types.js";
 
-/** A run row with its liveness on the database clock (the one definition of "dead": baton_run_is_live). */
-export const RUN_CTE_COLUMNS = `r.*, baton_run_is_live(r.status, r.lease_expires_at) AS live`;
+/**
+ * Whether run `alias` may hold locks: RUNNING with its lease in the future on
+ * the database clock. baton_run_is_live (prisma/migrations/20261129000000_init)
+ * is the one definition; use it wherever liveness is a value.
+ */
+export const runIsLive = (alias: string) => `baton_run_is_live(${alias}.status, ${alias}.lease_expires_at)`;
+
+/**
+ * runIsLive as a WHERE predicate, and its opposite for a run still marked
+ * RUNNING: the function's body written out (status and lease are NOT NULL, so
+ * it means the same), which heartbeat_runs_running_lease_idx can serve and a
+ * call cannot. A heartbeat (live) and a time-out (expired) guard the same row
+ * with these two, so exactly one of them wins at the expiry instant.
+ */
+export const runLeaseLive = (alias: string) => `${alias}.status = 'RUNNING' AND ${alias}.lease_expires_at > now()`;
+export const runLeaseExpired = (alias: string) => `${alias}.status = 'RUNNING' AND ${alias}.lease_expires_at <= now()`;
+
+/** A run row with its liveness (runIsLive), as the `run` CTEs read it. */
+export const RUN_CTE_COLUMNS = `r.*, ${runIsLive("r")} AS live`;
 
 /**
  * The `run` CTE of the agent mutations: the named run, if it is in the
@@ -93,8 +110,11 @@ export const requestedIssuesCte = (companyId: string) => sql`
 export const assignedOrPooled = (alias: string, agent: Sql, pool: Sql): Sql =>
   sql`(${raw(alias)}.assignee_agent_id = ${agent} OR (${pool} AND ${raw(alias)}.assignee_agent_id IS NULL))`;
 
-/** OPEN (so it holds no lock) with an attempt left (an exhausted issue is never claimed: docs/invariants.md, 9). */
-const claimable = (alias: string) => `${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts`;
+/**
+ * Issue `alias` may be claimed: OPEN (so it holds no lock) with an attempt left (an exhausted issue is never claimed:
+ * docs/invariants.md, 9). The claim indexes' WHERE (issues_claimable_idx, issues_pool_idx) begins with this.
+ */
+export const claimable = (alias: string) => `${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts`;
 
 /**
  * The claimable predicate of an agent's own work: issue `alias` is claimable
