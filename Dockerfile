@@ -2,7 +2,7 @@
 # `node dist/bin/recovery.js` (the recovery loop) as its command.
 # Built by docker-compose.yml; no Docker engine runs on the machine Baton is
 # developed on, so a test checks this file against the repository instead
-# (test/docker.test.ts).
+# (test/project/docker.test.ts).
 
 # Build: every dependency, Prisma's client, the compiled JavaScript and the
 # board's bundle; then drop the development dependencies.

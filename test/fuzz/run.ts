@@ -45,7 +45,7 @@
 // any violation, printing the first few violating cases with the command that
 // sends them again.
 //
-// test/fuzz.test.ts runs the same engine (runFuzz) with a fixed seed.
+// test/fuzz/fuzz.test.ts runs the same engine (runFuzz) with a fixed seed.
 import { performance } from "node:perf_hooks";
 import path from "node:path";
 import { fileURLToPath } from "node:url";

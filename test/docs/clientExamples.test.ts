@@ -6,10 +6,10 @@ import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { createCompany, Ops, startHarness } from "./helpers/harness.js";
-import type { Harness } from "./helpers/harness.js";
+import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Harness } from "../helpers/harness.js";
 
-const ROOT = path.resolve(import.meta.dirname, "..");
+const ROOT = path.resolve(import.meta.dirname, "../..");
 const DOC = readFileSync(path.join(ROOT, "docs/client.md"), "utf8");
 let h: Harness;
 const written: string[] = [];

@@ -2,9 +2,9 @@
 // 3 and 4): test/conformance/conformance.ts. CI runs a fixed seed of 1,000
 // generated sequences; `npm run conformance -- --runs N [--seed S]` runs longer.
 import { expect, it } from "vitest";
-import { useRealWorld } from "./helpers/realWorld.js";
-import { racePairArb, replay, runConformance } from "./conformance/conformance.js";
-import type { Scenario } from "./conformance/conformance.js";
+import { useRealWorld } from "../helpers/realWorld.js";
+import { racePairArb, replay, runConformance } from "./conformance.js";
+import type { Scenario } from "./conformance.js";
 import fc from "fast-check";
 
 const real = useRealWorld();

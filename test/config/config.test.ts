@@ -3,8 +3,8 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { expect, it } from "vitest";
-import { ConfigError, loadConfig } from "../src/config.js";
-import { DEFAULT_LIMITS, LIMIT_SETTINGS } from "../src/bounds/settings.js";
+import { ConfigError, loadConfig } from "../../src/config.js";
+import { DEFAULT_LIMITS, LIMIT_SETTINGS } from "../../src/bounds/settings.js";
 
 it("has the documented defaults", () => {
   expect(loadConfig({})).toMatchObject({
@@ -38,14 +38,14 @@ it("reads every limit from its variable, and the CORS allow-list as bare origins
 });
 
 it("documents every limit, with its variable and default, in docs/operations.md", () => {
-  const doc = readFileSync(new URL("../docs/operations.md", import.meta.url), "utf8");
+  const doc = readFileSync(new URL("../../docs/operations.md", import.meta.url), "utf8");
   for (const s of LIMIT_SETTINGS) {
     expect(doc, s.env).toMatch(new RegExp(`\\| \`${s.name}\` \\| \`${s.env}\` \\| ${s.fallback.toLocaleString("en-US")}`));
   }
 });
 
 it("docker-compose has no admin token of its own and publishes the API on loopback only", () => {
-  const compose = readFileSync(new URL("../docker-compose.yml", import.meta.url), "utf8");
+  const compose = readFileSync(new URL("../../docker-compose.yml", import.meta.url), "utf8");
   expect(compose).toMatch(/BATON_ADMIN_TOKEN: \$\{BATON_ADMIN_TOKEN:\?[^}]+\}/);
   expect(compose).not.toMatch(/BATON_ADMIN_TOKEN:-/);
   expect(compose).toMatch(/- "\$\{BATON_PUBLISH_ADDRESS:-127\.0\.0\.1\}:4000:4000"/);

@@ -1,7 +1,7 @@
 // The history checker (support/history.ts) must be able to fail: each
 // broken history below, written by hand, is one it has to catch.
 import { expect, it } from "vitest";
-import { judge } from "../support/history.js";
+import { judge } from "../../support/history.js";
 
 const ISSUE = "00000000-0000-0000-0000-00000000000a";
 const [R1, R2] = ["00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"];

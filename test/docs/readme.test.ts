@@ -7,10 +7,10 @@ import { promisify } from "node:util";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { ADMIN_TOKEN, startHarness } from "./helpers/harness.js";
-import type { Harness } from "./helpers/harness.js";
+import { ADMIN_TOKEN, startHarness } from "../helpers/harness.js";
+import type { Harness } from "../helpers/harness.js";
 
-const README = readFileSync(path.resolve(import.meta.dirname, "../README.md"), "utf8");
+const README = readFileSync(path.resolve(import.meta.dirname, "../../README.md"), "utf8");
 let h: Harness;
 
 beforeAll(async () => {

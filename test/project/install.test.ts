@@ -8,7 +8,7 @@ import path from "node:path";
 import semver from "semver";
 import { expect, it } from "vitest";
 
-const root = path.resolve(import.meta.dirname, "..");
+const root = path.resolve(import.meta.dirname, "../..");
 const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8"));
 const lock = JSON.parse(readFileSync(path.join(root, "package-lock.json"), "utf8"));
 const README = readFileSync(path.join(root, "README.md"), "utf8");

@@ -6,7 +6,7 @@ import path from "node:path";
 import { expect, it } from "vitest";
 import { parse } from "yaml";
 
-const ROOT = path.resolve(import.meta.dirname, "..");
+const ROOT = path.resolve(import.meta.dirname, "../..");
 const read = (file: string) => readFileSync(path.join(ROOT, file), "utf8");
 
 interface Compose {

@@ -5,11 +5,11 @@
 // deleted in batches unless an issue still refers to them.
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PARTITION_DAYS_AHEAD, pruneLedger } from "../src/retention/partitions.js";
-import { RUN_BATCH, pruneRuns } from "../src/retention/runs.js";
-import { createCompany, Ops, startHarness } from "./helpers/harness.js";
-import type { Company, Harness } from "./helpers/harness.js";
-import { Subscriber } from "./helpers/subscriber.js";
+import { PARTITION_DAYS_AHEAD, pruneLedger } from "../../src/retention/partitions.js";
+import { RUN_BATCH, pruneRuns } from "../../src/retention/runs.js";
+import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Company, Harness } from "../helpers/harness.js";
+import { Subscriber } from "../helpers/subscriber.js";
 
 let h: Harness;
 let co: Company;

@@ -1,10 +1,10 @@
 // What operators look at: health, readiness and Prometheus metrics.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { TIME_IN_STATUS_BUCKETS } from "../src/metrics.js";
-import { StatusTimes } from "../src/reads/statusTimes.js";
-import { createCompany, Ops, startHarness } from "./helpers/harness.js";
-import type { Harness } from "./helpers/harness.js";
-import { eventually } from "./helpers/race.js";
+import { TIME_IN_STATUS_BUCKETS } from "../../src/metrics.js";
+import { StatusTimes } from "../../src/reads/statusTimes.js";
+import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Harness } from "../helpers/harness.js";
+import { eventually } from "../helpers/race.js";
 
 let h: Harness;
 beforeAll(async () => {

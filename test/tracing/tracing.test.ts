@@ -14,15 +14,15 @@ import { Baton } from "baton/client";
 import { createClient } from "graphql-ws";
 import WebSocket from "ws";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { sweep } from "../src/locks/recovery/sweep.js";
-import { silentLogger } from "../src/log.js";
-import { startTracing, tracesExporter } from "../src/tracing/setup.js";
-import type { Tracing } from "../src/tracing/setup.js";
-import { parseTraceparent } from "../src/tracing/traceparent.js";
-import { ADMIN_TOKEN, createCompany, Ops, startHarness } from "./helpers/harness.js";
-import type { Company, Harness } from "./helpers/harness.js";
-import { eventually } from "./helpers/race.js";
-import { startServerProcess } from "./helpers/serverProcess.js";
+import { sweep } from "../../src/locks/recovery/sweep.js";
+import { silentLogger } from "../../src/log.js";
+import { startTracing, tracesExporter } from "../../src/tracing/setup.js";
+import type { Tracing } from "../../src/tracing/setup.js";
+import { parseTraceparent } from "../../src/tracing/traceparent.js";
+import { ADMIN_TOKEN, createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Company, Harness } from "../helpers/harness.js";
+import { eventually } from "../helpers/race.js";
+import { startServerProcess } from "../helpers/serverProcess.js";
 
 const TITLE = "Rotate the secret hunter2 key";
 const DESCRIPTION = "the description must never reach a span";
@@ -305,7 +305,7 @@ it("the recovery loop exports a span per sweep, with its steps, when the standar
   const receiver = await startReceiver();
   try {
     const child = spawn(process.execPath, ["--import", "tsx", "src/bin/recovery.ts", "--once"], {
-      cwd: path.resolve(import.meta.dirname, ".."),
+      cwd: path.resolve(import.meta.dirname, "../.."),
       env: { ...process.env, DATABASE_URL: h.database.url, REDIS_URL: "", OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url },
       stdio: ["ignore", "pipe", "pipe"],
     });

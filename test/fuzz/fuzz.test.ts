@@ -8,8 +8,8 @@
 // half-released lock. A failure prints the summary and the violating cases,
 // each with the command that sends it again (`npm run fuzz -- --seed … --only …`).
 import { expect, it } from "vitest";
-import { loadSchema, problemTypesOf, ROLES } from "./fuzz/generate.js";
-import { formatReport, runFuzz } from "./fuzz/run.js";
+import { loadSchema, problemTypesOf, ROLES } from "./generate.js";
+import { formatReport, runFuzz } from "./run.js";
 
 const SEED = 20_261_206;
 const COUNT = 2_500;
