@@ -2,7 +2,7 @@
 // and the ledger (never from counters kept on the side). All zero when healthy.
 import type { Db } from "../db/client.js";
 import { queryOne, raw, sql, statement } from "../db/sql.js";
-import { claimable, runIsLive } from "../locks/shared/fragments.js";
+import { claimable, exhaustedOpen, runIsLive } from "../locks/shared/fragments.js";
 
 export interface LockAudit {
   doubleClaims: number;
@@ -37,7 +37,7 @@ export async function lockAudit(db: Db, companyId: string): Promise<LockAudit> {
                   WHEN 'IN_PROGRESS' THEN i.checkout_run_id IS NOT NULL AND i.execution_run_id = i.checkout_run_id
                   ELSE i.checkout_run_id IS NULL AND i.execution_run_id IS NULL END) AS "halfReleasedLocks",
         (SELECT count(*)::int FROM issues i
-          WHERE i.company_id = ${companyId}::uuid AND i.status = 'OPEN' AND i.attempt_count >= i.max_attempts) AS "unescalatedExhausted",
+          WHERE i.company_id = ${companyId}::uuid AND ${raw(exhaustedOpen("i"))}) AS "unescalatedExhausted",
         -- the keys' trigger keeps active and top_priority (the best unassigned claimable priority); here they are counted from the issues
         (SELECT count(*)::int FROM concurrency_keys k
           WHERE k.company_id = ${companyId}::uuid AND k.key <> ''

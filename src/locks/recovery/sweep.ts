@@ -10,7 +10,7 @@ import { appendEvents, queryOne, queryOneInTransaction, raw, retryingAborts, sql
 import type { Sql } from "../../db/sql.js";
 import { commitChange } from "../shared/commit.js";
 import type { EventSink } from "../../domain/types.js";
-import { attemptsAfterDeath, recoveredKind, recoverLock, reopenOrEscalate, runIsLive, runLeaseExpired } from "../shared/fragments.js";
+import { attemptsAfterDeath, exhaustedOpen, recoveredKind, recoverLock, reopenOrEscalate, runIsLive, runLeaseExpired } from "../shared/fragments.js";
 import type { LockEvent } from "../../domain/types.js";
 import { ATTR, inSpan } from "../../tracing/spans.js";
 
@@ -132,7 +132,7 @@ const escalateExhausted = (batch: number) => statement("ESCALATE_EXHAUSTED_OPEN"
   WITH gate AS (SELECT pg_advisory_xact_lock(${SWEEP_LOCK_KEY}::bigint)),
   locked AS (
     SELECT i.id FROM gate, issues i
-     WHERE i.status = 'OPEN' AND i.attempt_count >= i.max_attempts
+     WHERE ${raw(exhaustedOpen("i"))}
      LIMIT ${batch}::int
        FOR UPDATE OF i SKIP LOCKED
   ),
@@ -199,14 +199,14 @@ const preview = (limit: number) => statement("PREVIEW_SWEEP", sql`
     SELECT i.id AS "issueId", i.company_id AS "companyId", i.status::text AS status, NULL::uuid AS "runId", NULL::uuid AS "agentId",
            NULL::text AS "runStatus", NULL::int AS "deadFor", i.attempt_count AS "attemptCount", i.max_attempts AS "maxAttempts",
            'ESCALATED' AS becomes
-      FROM issues i WHERE i.status = 'OPEN' AND i.attempt_count >= i.max_attempts
+      FROM issues i WHERE ${raw(exhaustedOpen("i"))}
      ORDER BY i.id LIMIT ${limit}::int
   )
   SELECT
     (SELECT count(*)::int FROM heartbeat_runs r WHERE ${raw(runLeaseExpired("r"))}) AS "timedOutRuns",
     (SELECT count(*)::int FROM issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
       WHERE i.checkout_run_id IS NOT NULL AND NOT ${raw(runIsLive("h"))}) AS "recoveredIssues",
-    (SELECT count(*)::int FROM issues i WHERE i.status = 'OPEN' AND i.attempt_count >= i.max_attempts) AS "escalatedIssues",
+    (SELECT count(*)::int FROM issues i WHERE ${raw(exhaustedOpen("i"))}) AS "escalatedIssues",
     coalesce((SELECT json_agg(runs) FROM runs), '[]') AS runs,
     coalesce((SELECT json_agg(x) FROM (SELECT * FROM held UNION ALL SELECT * FROM exhausted) x), '[]') AS issues`);
 

@@ -117,6 +117,13 @@ export const assignedOrPooled = (alias: string, agent: Sql, pool: Sql): Sql =>
 export const claimable = (alias: string) => `${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts`;
 
 /**
+ * Issue `alias` is OPEN with no attempt left: never claimable (claimable's
+ * opposite among OPEN issues), for ESCALATE_EXHAUSTED_OPEN to escalate;
+ * issues_exhausted_idx has the same WHERE.
+ */
+export const exhaustedOpen = (alias: string) => `${alias}.status = 'OPEN' AND ${alias}.attempt_count >= ${alias}.max_attempts`;
+
+/**
  * The claimable predicate of an agent's own work: issue `alias` is claimable
  * and assigned to `agent`; issues_claimable_idx has the same WHERE. (A claim
  * by issue id decides with CLAIMABLE_STATUSES and its own verdicts instead:
