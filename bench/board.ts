@@ -25,11 +25,19 @@ interface Company {
 
 async function company(url: string, name: string, agents: string[]): Promise<Company> {
   const { createCompany } = await gql<{ createCompany: { company: { id: string }; boardKey: string } }>(
-    url, ADMIN_TOKEN, `mutation($n: String!) { createCompany(name: $n) { company { id } boardKey } }`, { n: name });
+    url,
+    ADMIN_TOKEN,
+    `mutation($n: String!) { createCompany(name: $n) { company { id } boardKey } }`,
+    { n: name },
+  );
   const made = [];
   for (const agent of agents) {
     const { createAgent } = await gql<{ createAgent: { agent: { id: string }; apiKey: string } }>(
-      url, createCompany.boardKey, `mutation($n: String!) { createAgent(name: $n) { agent { id } apiKey } }`, { n: agent });
+      url,
+      createCompany.boardKey,
+      `mutation($n: String!) { createAgent(name: $n) { agent { id } apiKey } }`,
+      { n: agent },
+    );
     made.push({ id: createAgent.agent.id, key: createAgent.apiKey });
   }
   return { id: createCompany.company.id, boardKey: createCompany.boardKey, agents: made };
@@ -46,9 +54,11 @@ async function readAllIssues(url: string, co: Company): Promise<number> {
   let after: string | null = null;
   for (;;) {
     const { issues }: { issues: { edges: unknown[]; pageInfo: { hasNextPage: boolean; endCursor: string | null } } } = await gql(
-      url, co.boardKey,
+      url,
+      co.boardKey,
       `query($c: ID!, $a: String) { issues(companyId: $c, first: 500, after: $a) { edges { node { id title status priority assigneeAgentId checkoutRunId executionRunId lockEpoch attemptCount maxAttempts createdAt updatedAt } } pageInfo { hasNextPage endCursor } } }`,
-      { c: co.id, a: after });
+      { c: co.id, a: after },
+    );
     if (!issues.pageInfo.hasNextPage) break;
     after = issues.pageInfo.endCursor;
   }
@@ -86,7 +96,11 @@ async function measure(browser: Browser, url: string, databaseUrl: string, size:
     for (let i = 0; i < liveSamples; i++) {
       const sent = performance.now();
       const { claimIssue } = await gql<{ claimIssue: { __typename: string; issue?: { id: string } } }>(
-        url, co.agents[0]!.key, `mutation($r: ID!) { claimIssue(runId: $r) { __typename ... on IssueClaimed { issue { id } } } }`, { r: startRun.id });
+        url,
+        co.agents[0]!.key,
+        `mutation($r: ID!) { claimIssue(runId: $r) { __typename ... on IssueClaimed { issue { id } } } }`,
+        { r: startRun.id },
+      );
       if (!claimIssue.issue) throw new Error(`claim answered ${claimIssue.__typename}`);
       await page.getByLabel("Search").fill(claimIssue.issue.id);
       await page.locator("#issues-body tr td.status-CLAIMED").first().waitFor({ timeout: 10_000 });
@@ -103,35 +117,66 @@ async function measure(browser: Browser, url: string, databaseUrl: string, size:
 async function screenshot(browser: Browser, url: string, databaseUrl: string, path: string) {
   const co = await company(url, "Acme", ["planner", "coder-1", "coder-2", "reviewer"]);
   const titles = [
-    "Fix the login page", "Migrate billing to the new API", "Write the release notes", "Flaky test in checkout",
-    "Upgrade PostgreSQL to 16", "Rotate the staging keys", "Speed up the search index", "Translate the onboarding emails",
-    "Audit the S3 bucket policies", "Cache the pricing page", "Add retries to the webhook sender", "Remove the old dashboard",
+    "Fix the login page",
+    "Migrate billing to the new API",
+    "Write the release notes",
+    "Flaky test in checkout",
+    "Upgrade PostgreSQL to 16",
+    "Rotate the staging keys",
+    "Speed up the search index",
+    "Translate the onboarding emails",
+    "Audit the S3 bucket policies",
+    "Cache the pricing page",
+    "Add retries to the webhook sender",
+    "Remove the old dashboard",
   ];
   const ids: string[] = [];
   for (const [i, title] of titles.entries()) {
-    const { createIssue } = await gql<{ createIssue: { id: string } }>(url, co.boardKey,
+    const { createIssue } = await gql<{ createIssue: { id: string } }>(
+      url,
+      co.boardKey,
       `mutation($t: String!, $a: ID, $p: IssuePriority) { createIssue(input: { title: $t, assigneeAgentId: $a, priority: $p }) { id } }`,
-      { t: title, a: co.agents[i % 4]!.id, p: (["HIGH", "CRITICAL", "MEDIUM", "LOW"] as const)[i % 4] });
+      { t: title, a: co.agents[i % 4]!.id, p: (["HIGH", "CRITICAL", "MEDIUM", "LOW"] as const)[i % 4] },
+    );
     ids.push(createIssue.id);
   }
   const runs: string[] = [];
   for (const agent of co.agents) runs.push((await gql<{ startRun: { id: string } }>(url, agent.key, `mutation { startRun { id } }`)).startRun.id);
-  const claim = (a: number, issue: string) => gql(url, co.agents[a]!.key, `mutation($r: ID!, $i: ID) { claimIssue(runId: $r, issueId: $i) { __typename } }`, { r: runs[a], i: issue });
-  const acquire = (a: number, issue: string) => gql(url, co.agents[a]!.key, `mutation($r: ID!, $i: ID!) { acquireExecution(runId: $r, issueId: $i) { __typename } }`, { r: runs[a], i: issue });
+  const claim = (a: number, issue: string) =>
+    gql(url, co.agents[a]!.key, `mutation($r: ID!, $i: ID) { claimIssue(runId: $r, issueId: $i) { __typename } }`, { r: runs[a], i: issue });
+  const acquire = (a: number, issue: string) =>
+    gql(url, co.agents[a]!.key, `mutation($r: ID!, $i: ID!) { acquireExecution(runId: $r, issueId: $i) { __typename } }`, { r: runs[a], i: issue });
   const release = (a: number, issue: string, outcome: string) =>
-    gql(url, co.agents[a]!.key, `mutation($r: ID!, $i: ID!, $o: ReleaseOutcome!) { releaseIssue(runId: $r, issueId: $i, outcome: $o) { __typename } }`, { r: runs[a], i: issue, o: outcome });
-  await claim(0, ids[0]!); await acquire(0, ids[0]!); await release(0, ids[0]!, "DONE");
-  await claim(1, ids[1]!); await acquire(1, ids[1]!);
+    gql(url, co.agents[a]!.key, `mutation($r: ID!, $i: ID!, $o: ReleaseOutcome!) { releaseIssue(runId: $r, issueId: $i, outcome: $o) { __typename } }`, {
+      r: runs[a],
+      i: issue,
+      o: outcome,
+    });
+  await claim(0, ids[0]!);
+  await acquire(0, ids[0]!);
+  await release(0, ids[0]!, "DONE");
+  await claim(1, ids[1]!);
+  await acquire(1, ids[1]!);
   await claim(2, ids[2]!);
-  await claim(3, ids[3]!); await acquire(3, ids[3]!); await release(3, ids[3]!, "BLOCKED");
-  await claim(1, ids[5]!); await acquire(1, ids[5]!);
-  await claim(2, ids[6]!); await acquire(2, ids[6]!);
+  await claim(3, ids[3]!);
+  await acquire(3, ids[3]!);
+  await release(3, ids[3]!, "BLOCKED");
+  await claim(1, ids[5]!);
+  await acquire(1, ids[5]!);
+  await claim(2, ids[6]!);
+  await acquire(2, ids[6]!);
   const db = new pg.Client({ connectionString: databaseUrl });
   await db.connect();
   // coder-2 went silent 70 s ago: its lease ran out and its locks await the recovery loop.
-  await db.query(`UPDATE heartbeat_runs SET last_heartbeat_at = now() - interval '70 seconds', lease_expires_at = now() - interval '10 seconds' WHERE id = $1`, [runs[2]]);
+  await db.query(
+    `UPDATE heartbeat_runs SET last_heartbeat_at = now() - interval '70 seconds', lease_expires_at = now() - interval '10 seconds' WHERE id = $1`,
+    [runs[2]],
+  );
   // The planner's heartbeat is overdue: its lease is in its last third.
-  await db.query(`UPDATE heartbeat_runs SET last_heartbeat_at = now() - interval '45 seconds', lease_expires_at = now() + interval '15 seconds' WHERE id = $1`, [runs[1]]);
+  await db.query(
+    `UPDATE heartbeat_runs SET last_heartbeat_at = now() - interval '45 seconds', lease_expires_at = now() + interval '15 seconds' WHERE id = $1`,
+    [runs[1]],
+  );
   await db.end();
   const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
   try {
@@ -151,7 +196,10 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install chromium`);
   const databaseUrl = await freshDatabase("baton_bench_board");
   const api = await startApi(databaseUrl, PORT);
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"] });
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
+  });
   const rows: ScenarioResult["rows"] = [];
   try {
     const shot = process.env.BENCH_BOARD_SCREENSHOT;
@@ -175,12 +223,21 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   }
   return {
     name: "board",
-    columns: ["issues", "page load ms", "first rows ms", "every issue drawn ms", "the same reads from Node ms", "board ÷ reads", "claim → row p50 ms", "claim → row max ms"],
+    columns: [
+      "issues",
+      "page load ms",
+      "first rows ms",
+      "every issue drawn ms",
+      "the same reads from Node ms",
+      "board ÷ reads",
+      "claim → row p50 ms",
+      "claim → row max ms",
+    ],
     rows,
     notes: [
       "Goals (issue 11): the page loads in under 1 s; with 10,000 issues the first render completes within 2 s; a change shows on the page within 1 s of its commit.",
-      "\"every issue drawn\" is from pressing Sign in to the last page of issues read and drawn; \"board ÷ reads\" compares it with the same GraphQL pages read from Node with no browser, in the same run: what the page adds to the data itself.",
-      "\"claim → row\" is from sending claimIssue to the row showing CLAIMED (the search box narrowed to that issue): the commit, the SSE delivery and the redraw.",
+      '"every issue drawn" is from pressing Sign in to the last page of issues read and drawn; "board ÷ reads" compares it with the same GraphQL pages read from Node with no browser, in the same run: what the page adds to the data itself.',
+      '"claim → row" is from sending claimIssue to the row showing CLAIMED (the search box narrowed to that issue): the commit, the SSE delivery and the redraw.',
     ],
   };
 }

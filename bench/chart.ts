@@ -4,7 +4,12 @@ import type { ScenarioResult } from "./scenario.js";
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
 
 export function renderChart(chart: NonNullable<ScenarioResult["chart"]>): string {
-  const W = 640, H = 360, L = 70, R = 20, T = 40, B = 50;
+  const W = 640,
+    H = 360,
+    L = 70,
+    R = 20,
+    T = 40,
+    B = 50;
   const series = Object.entries(chart.series);
   const xs = [...new Set(series.flatMap(([, pts]) => pts.map(([x]) => x)))].sort((a, b) => a - b);
   const maxY = Math.max(...series.flatMap(([, pts]) => pts.map(([, y]) => y))) * 1.1 || 1;

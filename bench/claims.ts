@@ -41,7 +41,11 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
         const data = await gql<{ claimIssue: { __typename: string } }>(f.url, w.key, CLAIM, { r: w.runId });
         return data.claimIssue.__typename === "IssueClaimed";
       });
-      const apiCpu = { api: (cpuSeconds(f.apiPid) ?? NaN) - (cpuBefore.api ?? NaN), pg: postgresCpuSeconds() - cpuBefore.pg, self: cpuTotal(process.cpuUsage(cpuBefore.self)) };
+      const apiCpu = {
+        api: (cpuSeconds(f.apiPid) ?? NaN) - (cpuBefore.api ?? NaN),
+        pg: postgresCpuSeconds() - cpuBefore.pg,
+        self: cpuTotal(process.cpuUsage(cpuBefore.self)),
+      };
       await f.refill(backlog);
       const raw = await load(agents, seconds, async (i) => {
         const w = f.workers[i]!;
@@ -101,10 +105,27 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   );
   return {
     name: "claim throughput",
-    columns: ["agents", "API claims/s", "API p50 ms", "API p99 ms", "its statement claims/s", "its statement p99 ms", "bare claim claims/s", "bare claim p99 ms", "API / its statement", "API / bare claim", "bare claim, pgbench claims/s"],
+    columns: [
+      "agents",
+      "API claims/s",
+      "API p50 ms",
+      "API p99 ms",
+      "its statement claims/s",
+      "its statement p99 ms",
+      "bare claim claims/s",
+      "bare claim p99 ms",
+      "API / its statement",
+      "API / bare claim",
+      "bare claim, pgbench claims/s",
+    ],
     rows,
     notes,
-    chart: { title: "Claims per second", xLabel: "concurrent agents", yLabel: "claims/s", series: { API: api, "its statement, direct": direct, "bare claim (no ledger)": bare } },
+    chart: {
+      title: "Claims per second",
+      xLabel: "concurrent agents",
+      yLabel: "claims/s",
+      series: { API: api, "its statement, direct": direct, "bare claim (no ledger)": bare },
+    },
   };
 }
 

@@ -74,7 +74,12 @@ const CHILD_SCRIPT = fileURLToPath(new URL("./fanoutClient.ts", import.meta.url)
 /** Wall-clock milliseconds with sub-millisecond resolution (Date.now() is whole ms). */
 const wallNow = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const firstLine = (text: string) => text.split("\n").find((l) => l.trim() !== "")?.trim().slice(0, 300) ?? "";
+const firstLine = (text: string) =>
+  text
+    .split("\n")
+    .find((l) => l.trim() !== "")
+    ?.trim()
+    .slice(0, 300) ?? "";
 
 type WithoutId<T> = T extends unknown ? Omit<T, "id"> : never;
 type Request = WithoutId<ToChild>;
@@ -122,10 +127,13 @@ class SubscriberProcess {
     try {
       await new Promise<void>((resolve, reject) => {
         p.readyWaiter = { resolve, reject };
-        timer = setTimeout(() => {
-          const why = firstLine(p.stderr);
-          p.fail(`subscriber process ${number} (pid ${p.child.pid}) did not start within ${CHILD_START_TIMEOUT_MS / 1000} s${why ? `: ${why}` : ""}`);
-        }, Math.max(0, deadline - Date.now()));
+        timer = setTimeout(
+          () => {
+            const why = firstLine(p.stderr);
+            p.fail(`subscriber process ${number} (pid ${p.child.pid}) did not start within ${CHILD_START_TIMEOUT_MS / 1000} s${why ? `: ${why}` : ""}`);
+          },
+          Math.max(0, deadline - Date.now()),
+        );
       });
     } catch (err) {
       await p.stop();
@@ -186,7 +194,10 @@ class SubscriberProcess {
   }
 
   async open(subs: SubSpec[], token: string, companyId: string, afterSeq: string, deadline: number) {
-    const { answer } = await this.send({ type: "open", subs, token, companyId, afterSeq, batch: CONNECT_BATCH, deadline }, Math.max(0, deadline - Date.now()) + CHILD_REQUEST_TIMEOUT_MS);
+    const { answer } = await this.send(
+      { type: "open", subs, token, companyId, afterSeq, batch: CONNECT_BATCH, deadline },
+      Math.max(0, deadline - Date.now()) + CHILD_REQUEST_TIMEOUT_MS,
+    );
     return answer as Extract<Answer, { type: "opened" }>;
   }
 
@@ -240,7 +251,9 @@ async function freePort(): Promise<number> {
 
 function openFileLimit(): number | null {
   try {
-    const line = readFileSync("/proc/self/limits", "utf8").split("\n").find((l) => l.startsWith("Max open files"));
+    const line = readFileSync("/proc/self/limits", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("Max open files"));
     const soft = line?.split(/\s{2,}/)[1];
     return soft === undefined || soft === "unlimited" ? null : Number(soft);
   } catch {
@@ -259,7 +272,8 @@ function loadAverage(): string {
 /** Scans of lock_events so far (every ledger read of a stream is one). An idle backend flushes these counters up to 10 s late. */
 async function ledgerScans(db: pg.Pool): Promise<number> {
   const { rows } = await db.query<{ n: string }>(
-    `SELECT (coalesce(idx_scan, 0) + coalesce(seq_scan, 0))::text AS n FROM pg_stat_user_tables WHERE relname = 'lock_events'`);
+    `SELECT (coalesce(idx_scan, 0) + coalesce(seq_scan, 0))::text AS n FROM pg_stat_user_tables WHERE relname = 'lock_events'`,
+  );
   return Number(rows[0]?.n ?? NaN);
 }
 
@@ -307,11 +321,18 @@ async function runTier(
   // A company of its own per tier: one board key for the dashboards, one agent
   // with one run making the claims, enough OPEN issues.
   const { createCompany } = await gql<{ createCompany: { company: { id: string }; boardKey: string } }>(
-    apiA.url, ADMIN_TOKEN, `mutation($n: String!) { createCompany(name: $n) { company { id } boardKey } }`, { n: `fanout ${subscriberCount}` });
+    apiA.url,
+    ADMIN_TOKEN,
+    `mutation($n: String!) { createCompany(name: $n) { company { id } boardKey } }`,
+    { n: `fanout ${subscriberCount}` },
+  );
   const companyId = createCompany.company.id;
   const boardKey = createCompany.boardKey;
   const { createAgent } = await gql<{ createAgent: { agent: { id: string }; apiKey: string } }>(
-    apiA.url, boardKey, `mutation { createAgent(name: "claimer") { agent { id } apiKey } }`);
+    apiA.url,
+    boardKey,
+    `mutation { createAgent(name: "claimer") { agent { id } apiKey } }`,
+  );
   const agentKey = createAgent.apiKey;
   const { startRun } = await gql<{ startRun: { id: string } }>(apiA.url, agentKey, `mutation { startRun { id } }`);
   const runId = startRun.id;
@@ -375,8 +396,13 @@ async function runTier(
     const connected = opened.reduce((n, o) => n + o.connected, 0);
     const connectSeconds = (Date.now() - connectStarted) / 1000;
     if (connected < subscriberCount) {
-      violations.push(`${tag} only ${connected}/${subscriberCount} sockets were acknowledged within ${CONNECT_TIMEOUT_MS / 1000} s` +
-        ` (closed: ${opened.flatMap((o) => o.closed).slice(0, 3).join("; ")})`);
+      violations.push(
+        `${tag} only ${connected}/${subscriberCount} sockets were acknowledged within ${CONNECT_TIMEOUT_MS / 1000} s` +
+          ` (closed: ${opened
+            .flatMap((o) => o.closed)
+            .slice(0, 3)
+            .join("; ")})`,
+      );
     }
 
     // Warm-up: one claim; every subscriber that receives it has its server-side
@@ -387,7 +413,9 @@ async function runTier(
     const warmStarted = Date.now();
     const warmed = await waitForAll(1, WARMUP_TIMEOUT_MS);
     if (!warmed.ok) violations.push(`${tag} only ${warmed.reached}/${subscriberCount} received the warm-up event within ${WARMUP_TIMEOUT_MS / 1000} s`);
-    notes.push(`${tag} ${connected} sockets in ${processes} subscriber process${processes === 1 ? "" : "es"} acknowledged in ${connectSeconds.toFixed(1)} s, all live ${((Date.now() - warmStarted) / 1000).toFixed(1)} s after the warm-up claim`);
+    notes.push(
+      `${tag} ${connected} sockets in ${processes} subscriber process${processes === 1 ? "" : "es"} acknowledged in ${connectSeconds.toFixed(1)} s, all live ${((Date.now() - warmStarted) / 1000).toFixed(1)} s after the warm-up claim`,
+    );
 
     const statsFlushMs = 11_000;
     if (countLedgerReads) await sleep(statsFlushMs); // let the connect-phase replays reach the statistics counters
@@ -434,8 +462,10 @@ async function runTier(
     if (countLedgerReads) await sleep(statsFlushMs);
     const scansDuring = countLedgerReads ? (await ledgerScans(db)) - scansBefore : NaN;
     if (!drained.ok) {
-      violations.push(`${tag} only ${drained.reached}/${subscriberCount} subscribers received all ${claimed + 1} events within ${DRAIN_TIMEOUT_MS / 1000} s after the last claim` +
-        ` (or nothing arrived for ${DRAIN_IDLE_MS / 1000} s)`);
+      violations.push(
+        `${tag} only ${drained.reached}/${subscriberCount} subscribers received all ${claimed + 1} events within ${DRAIN_TIMEOUT_MS / 1000} s after the last claim` +
+          ` (or nothing arrived for ${DRAIN_IDLE_MS / 1000} s)`,
+      );
     }
     if (claimed < events) violations.push(`${tag} only ${claimed}/${events} claims were made`);
 
@@ -456,8 +486,10 @@ async function runTier(
     const ledgerIssues = new Set(ledger.map((r) => r.issue_id));
     const unclaimedInLedger = [warmIssueId, ...responseAt.keys()].filter((id) => !ledgerIssues.has(id)).length;
     if (ledger.length !== claimed + 1 || ledger.some((r) => r.kind !== "CLAIMED") || unclaimedInLedger > 0) {
-      violations.push(`${tag} ledger holds ${ledger.length} events after seq ${base} (expected ${claimed + 1} CLAIMED, one per claim incl. the warm-up;` +
-        ` ${unclaimedInLedger} claimed issues have no event)`);
+      violations.push(
+        `${tag} ledger holds ${ledger.length} events after seq ${base} (expected ${claimed + 1} CLAIMED, one per claim incl. the warm-up;` +
+          ` ${unclaimedInLedger} claimed issues have no event)`,
+      );
     }
     const responseMinusAt: number[] = [];
     for (const row of ledger) {
@@ -552,7 +584,12 @@ async function runTier(
       spreads.push(lastArrival.get(seq)! - first);
     }
     const [sa, sb, sr, sResp, sFirst, sSpread] = [byInstance.A, byInstance.B, afterResponse, responseMinusAt, firsts, spreads].map(sorted) as [
-      number[], number[], number[], number[], number[], number[],
+      number[],
+      number[],
+      number[],
+      number[],
+      number[],
+      number[],
     ];
     const share = (seconds: number) => `${((seconds / wallSeconds) * 100).toFixed(0)}%`;
     const cpu = (before: number | null, after: number | null) => (before !== null && after !== null ? share(after - before) : "n/a");
@@ -561,9 +598,10 @@ async function runTier(
       return after !== null && before !== null && before !== undefined ? after - before : null;
     });
     const subsCpuKnown = subsCpu.filter((c): c is number => c !== null);
-    const subsCpuText = subsCpuKnown.length === procs.length
-      ? `the ${procs.length} subscriber process${procs.length === 1 ? "" : "es"} ${share(subsCpuKnown.reduce((a, b) => a + b, 0))} together (busiest ${share(Math.max(...subsCpuKnown))})`
-      : "the subscriber processes n/a";
+    const subsCpuText =
+      subsCpuKnown.length === procs.length
+        ? `the ${procs.length} subscriber process${procs.length === 1 ? "" : "es"} ${share(subsCpuKnown.reduce((a, b) => a + b, 0))} together (busiest ${share(Math.max(...subsCpuKnown))})`
+        : "the subscriber processes n/a";
     notes.push(
       `${tag} ${claimed} claims in ${claimsSeconds.toFixed(1)} s (claim round trip p50 ${pct(sorted(claimMs), 50)} ms);` +
         ` latency on A p50/p99 ${pct(sa, 50)}/${pct(sa, 99)} ms (${sa.length} deliveries), on B ${pct(sb, 50)}/${pct(sb, 99)} ms (${sb.length});` +
@@ -673,7 +711,8 @@ export async function run(options: BenchOptions, overrides: FanoutOverrides = {}
       notes.push(...tier.notes);
       violations.push(...tier.violations);
       for (const [i, api] of apis.entries()) {
-        if (api.child.exitCode !== null || api.child.signalCode !== null) throw new Error(`API instance ${i === 0 ? "A" : "B"} exited during the ${n}-subscriber run`);
+        if (api.child.exitCode !== null || api.child.signalCode !== null)
+          throw new Error(`API instance ${i === 0 ? "A" : "B"} exited during the ${n}-subscriber run`);
       }
     }
     const top = rows.find((r) => r.subscribers === 1000);

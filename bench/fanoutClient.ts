@@ -160,7 +160,10 @@ async function open(message: Extract<ToChild, { type: "open" }>): Promise<void> 
     type: "opened",
     id: message.id,
     connected: subs.filter((s) => s.connected).length,
-    closed: subs.filter((s) => s.closed !== null).slice(0, 3).map((s) => `subscriber ${s.spec.index}: ${s.closed}`),
+    closed: subs
+      .filter((s) => s.closed !== null)
+      .slice(0, 3)
+      .map((s) => `subscriber ${s.spec.index}: ${s.closed}`),
   });
 }
 

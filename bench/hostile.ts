@@ -119,7 +119,10 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   const notes: string[] = [];
   try {
     const { createCompany } = await gql<{ createCompany: { company: { id: string }; boardKey: string } }>(
-      api.url, ADMIN_TOKEN, `mutation { createCompany(name: "hostile") { company { id } boardKey } }`);
+      api.url,
+      ADMIN_TOKEN,
+      `mutation { createCompany(name: "hostile") { company { id } boardKey } }`,
+    );
     const companyId = createCompany.company.id;
     const boardKey = createCompany.boardKey;
     const { createAgent } = await gql<{ createAgent: { apiKey: string } }>(api.url, boardKey, `mutation { createAgent(name: "a") { apiKey } }`);
@@ -127,7 +130,10 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
     const { startRun } = await gql<{ startRun: { id: string } }>(api.url, agentKey, `mutation { startRun { id } }`);
     const db = new pg.Client({ connectionString: url });
     await db.connect();
-    await db.query(`INSERT INTO issues (company_id, title, description, status) SELECT $1, 'big ' || g, repeat('x', 100000), 'BACKLOG' FROM generate_series(1, 500) g`, [companyId]);
+    await db.query(
+      `INSERT INTO issues (company_id, title, description, status) SELECT $1, 'big ' || g, repeat('x', 100000), 'BACKLOG' FROM generate_series(1, 500) g`,
+      [companyId],
+    );
     await db.query(`INSERT INTO issues (company_id, title) SELECT $1, 'work ' || g FROM generate_series(1, 100) g`, [companyId]);
     await db.end();
     const aliases = `{ ${Array.from({ length: 10 }, (_, i) => `a${i}: issues(companyId: "${companyId}", status: [BACKLOG], first: 500) { edges { node { description } } }`).join(" ")} }`;
@@ -138,21 +144,33 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
     const attacks: [string, () => Promise<Answer[]>][] = [
       ["idle (no attack, 2 s)", () => new Promise((resolve) => setTimeout(() => resolve([]), 2000))],
       [`${n(50)} documents of 2 MB without a key, 5 at a time`, () => flood(n(50), 5, (i) => post(api.url, bomb(400_000, `a${i}`), null))],
-      [`${n(20)} documents of 2 MB and one of 9.8 MB with a key, 2 at a time`, async () => [
-        ...(await flood(n(20), 2, (i) => post(api.url, bomb(400_000, `k${i}`), agentKey))),
-        await post(api.url, bomb(2_000_000, "big"), agentKey),
-      ]],
-      [`${n(20)} × ten aliases of 500 descriptions of 100,000 characters`, () => flood(n(20), 2, () => post(api.url, JSON.stringify({ query: aliases }), boardKey))],
-      ["2,000 subscriptions on one socket", async () => {
-        socketFlood = await subscriptionFlood(api.url, agentKey, companyId);
-        return socketFlood.answers;
-      }],
-      ["a claim of 50 while that socket's 100 subscriptions are open", async () => {
-        const answers = await fanOut(api.url, agentKey, startRun.id, socketFlood!);
-        socketFlood!.socket.close();
-        return answers;
-      }],
-      [`${n(200)} made-up keys, 10 at a time`, () => flood(n(200), 10, (i) => post(api.url, `{"query":"{ me { role } }"}`, `baton_agent_${String(i).padStart(43, "x")}`))],
+      [
+        `${n(20)} documents of 2 MB and one of 9.8 MB with a key, 2 at a time`,
+        async () => [...(await flood(n(20), 2, (i) => post(api.url, bomb(400_000, `k${i}`), agentKey))), await post(api.url, bomb(2_000_000, "big"), agentKey)],
+      ],
+      [
+        `${n(20)} × ten aliases of 500 descriptions of 100,000 characters`,
+        () => flood(n(20), 2, () => post(api.url, JSON.stringify({ query: aliases }), boardKey)),
+      ],
+      [
+        "2,000 subscriptions on one socket",
+        async () => {
+          socketFlood = await subscriptionFlood(api.url, agentKey, companyId);
+          return socketFlood.answers;
+        },
+      ],
+      [
+        "a claim of 50 while that socket's 100 subscriptions are open",
+        async () => {
+          const answers = await fanOut(api.url, agentKey, startRun.id, socketFlood!);
+          socketFlood!.socket.close();
+          return answers;
+        },
+      ],
+      [
+        `${n(200)} made-up keys, 10 at a time`,
+        () => flood(n(200), 10, (i) => post(api.url, `{"query":"{ me { role } }"}`, `baton_agent_${String(i).padStart(43, "x")}`)),
+      ],
       ["3 chunked bodies of 64 MB with a key", () => flood(3, 1, () => chunked(api.url, agentKey, 64 * 1024 * 1024))],
     ];
     for (const [name, attack] of attacks) {
@@ -178,5 +196,10 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   } finally {
     await api.stop();
   }
-  return { name: "hostile clients", columns: ["attack", "answered as", "/healthz n", "/healthz p50 ms", "/healthz p99 ms", "/healthz max ms", "RSS before → after MB", `≤ ${GOAL_MS} ms`], rows, notes };
+  return {
+    name: "hostile clients",
+    columns: ["attack", "answered as", "/healthz n", "/healthz p50 ms", "/healthz p99 ms", "/healthz max ms", "RSS before → after MB", `≤ ${GOAL_MS} ms`],
+    rows,
+    notes,
+  };
 }

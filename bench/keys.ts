@@ -69,7 +69,10 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       for (const agents of levels) {
         for (const config of CONFIGS) {
           await refill(f, backlog, config);
-          results.get(config.name)!.get(agents)!.push(await cycles(f, agents, seconds, config));
+          results
+            .get(config.name)!
+            .get(agents)!
+            .push(await cycles(f, agents, seconds, config));
         }
       }
     }
@@ -120,7 +123,20 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   if (explain) notes.push(`EXPLAIN ANALYZE of CLAIM_NEXT_FOR_EACH (one request) in B:\n\n\`\`\`\n${explain}\n\`\`\``);
   return {
     name: "concurrency keys",
-    columns: ["agents", "config", "claims/s", "claim p50 ms", "claim p99 ms", "release p50 ms", "claims/s per round", "B/A claims/s", "B/A claim p50", "keys at limit (max)", "keys served", "no issue"],
+    columns: [
+      "agents",
+      "config",
+      "claims/s",
+      "claim p50 ms",
+      "claim p99 ms",
+      "release p50 ms",
+      "claims/s per round",
+      "B/A claims/s",
+      "B/A claim p50",
+      "keys at limit (max)",
+      "keys served",
+      "no issue",
+    ],
     rows,
     notes,
   };
@@ -209,7 +225,8 @@ async function cycles(f: Fixture, agents: number, seconds: number, config: Confi
             (SELECT coalesce(sum(active), 0)::int FROM concurrency_keys WHERE company_id = $1) AS active`,
     [f.companyId],
   );
-  if (rows[0]!.over > 0 || rows[0]!.active !== 0) throw new Error(`after ${config.name}: ${rows[0]!.over} keys over their limit, ${rows[0]!.active} issues still active`);
+  if (rows[0]!.over > 0 || rows[0]!.active !== 0)
+    throw new Error(`after ${config.name}: ${rows[0]!.over} keys over their limit, ${rows[0]!.active} issues still active`);
   return {
     claimsPerSecond: claims / elapsed,
     claimP50: percentile(claimLatencies, 50),
@@ -225,7 +242,9 @@ async function cycles(f: Fixture, agents: number, seconds: number, config: Confi
 async function explainClaim(f: Fixture, backlog: number): Promise<string> {
   await refill(f, backlog, CONFIGS[1]!);
   const w = f.workers[0]!;
-  const statement = claimNextForEachStatement(f.companyId, [{ actor: { companyId: f.companyId, agentId: w.agentId, agentNameKey: w.nameKey }, runId: w.runId, includeUnassigned: true }]);
+  const statement = claimNextForEachStatement(f.companyId, [
+    { actor: { companyId: f.companyId, agentId: w.agentId, agentNameKey: w.nameKey }, runId: w.runId, includeUnassigned: true },
+  ]);
   const client = await f.db.connect();
   try {
     await client.query("BEGIN");

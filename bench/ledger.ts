@@ -38,7 +38,11 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       ["no event", (t) => t.replace(/(appended AS \(\s*INSERT INTO lock_events[\s\S]*?FROM \w+ c)/, "$1 WHERE false")],
     ];
     for (const [name, rewrite] of variants.slice(1)) {
-      const probe = claimNextSkipLockedStatement("00000000-0000-4000-8000-000000000000", { companyId: f.companyId, agentId: f.workers[0]!.agentId, agentNameKey: "x" }, true).text;
+      const probe = claimNextSkipLockedStatement(
+        "00000000-0000-4000-8000-000000000000",
+        { companyId: f.companyId, agentId: f.workers[0]!.agentId, agentNameKey: "x" },
+        true,
+      ).text;
       if (rewrite(probe) === probe) throw new Error(`bench/ledger.ts: the "${name}" rewrite no longer matches the claim statement`);
     }
     let shipped = 0;
@@ -68,7 +72,7 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
     rows,
     notes: [
       `${clients} clients, direct statements with node-postgres, ${seconds}s each, ${backlog} open issues.`,
-      "The counter variant is the ledger as it was before issue 13: its row lock, held until commit, serialises the commits of one company. The shipped seq takes no lock (docs/events.md, \"How seq is made\").",
+      'The counter variant is the ledger as it was before issue 13: its row lock, held until commit, serialises the commits of one company. The shipped seq takes no lock (docs/events.md, "How seq is made").',
     ],
   };
 }

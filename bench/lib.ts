@@ -28,7 +28,11 @@ export async function freshDatabase(name: string): Promise<string> {
   return dbUrl(name);
 }
 
-export async function startApi(databaseUrl: string, port: number, env: Record<string, string> = {}): Promise<{ url: string; child: ChildProcess; stop(): Promise<void> }> {
+export async function startApi(
+  databaseUrl: string,
+  port: number,
+  env: Record<string, string> = {},
+): Promise<{ url: string; child: ChildProcess; stop(): Promise<void> }> {
   // BENCH_API_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the API under load.
   const nodeArgs = (process.env.BENCH_API_NODE_ARGS ?? "").split(" ").filter(Boolean);
   const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/bin/server.ts"], {

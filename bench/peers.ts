@@ -151,11 +151,19 @@ interface BatonFleet {
 
 async function batonFleet(apiUrl: string, label: string, size = AGENTS): Promise<BatonFleet> {
   const { createCompany } = await gql<{ createCompany: { company: { id: string }; boardKey: string } }>(
-    apiUrl, ADMIN_TOKEN, `mutation($n: String!) { createCompany(name: $n) { company { id } boardKey } }`, { n: label });
+    apiUrl,
+    ADMIN_TOKEN,
+    `mutation($n: String!) { createCompany(name: $n) { company { id } boardKey } }`,
+    { n: label },
+  );
   const agents: BatonAgent[] = [];
   for (let i = 0; i < size; i++) {
     const { createAgent } = await gql<{ createAgent: { apiKey: string } }>(
-      apiUrl, createCompany.boardKey, `mutation($n: String!) { createAgent(name: $n) { apiKey } }`, { n: `${label} agent ${i}` });
+      apiUrl,
+      createCompany.boardKey,
+      `mutation($n: String!) { createAgent(name: $n) { apiKey } }`,
+      { n: `${label} agent ${i}` },
+    );
     const { startRun } = await gql<{ startRun: { id: string } }>(apiUrl, createAgent.apiKey, `mutation { startRun { id } }`);
     agents.push({ key: createAgent.apiKey, runId: startRun.id });
   }
@@ -200,7 +208,13 @@ type Round = { jobs: number; error?: string } | { drained: true } | { error: str
  * `seconds` pass (and at most `maxRounds` times, a hard cap); jobs are counted
  * when their release is committed.
  */
-async function runFleet(fleet: BatonFleet, backlog: number, seconds: number, maxRounds: number, round: (agent: BatonFleet["agents"][number]) => Promise<Round>): Promise<Measured> {
+async function runFleet(
+  fleet: BatonFleet,
+  backlog: number,
+  seconds: number,
+  maxRounds: number,
+  round: (agent: BatonFleet["agents"][number]) => Promise<Round>,
+): Promise<Measured> {
   const errors: string[] = [];
   let jobs = 0;
   let drained = false;
@@ -244,14 +258,18 @@ function batonSingle(apiUrl: string, fleet: BatonFleet, backlog: number, seconds
  */
 function batonBatched(apiUrl: string, fleet: BatonFleet, backlog: number, seconds: number, limit = BATON_BATCH_LIMIT): Promise<Measured> {
   return runFleet(fleet, backlog, seconds, Math.ceil(backlog / limit) + 10, async (agent): Promise<Round> => {
-    const { claimIssues } = await gql<{ claimIssues: { __typename: string; issues?: { id: string }[] } }>(
-      apiUrl, agent.key, CLAIM_MANY, { r: agent.runId, n: limit });
+    const { claimIssues } = await gql<{ claimIssues: { __typename: string; issues?: { id: string }[] } }>(apiUrl, agent.key, CLAIM_MANY, {
+      r: agent.runId,
+      n: limit,
+    });
     if (claimIssues.__typename === "NoIssueAvailable" || claimIssues.issues?.length === 0) return { drained: true };
     if (claimIssues.__typename !== "IssuesClaimed" || !claimIssues.issues) return { error: `claimIssues → ${claimIssues.__typename}` };
     // claimIssues(acquireExecution: true) took both locks: the issues are IN_PROGRESS.
     const acquired = claimIssues.issues.map(({ id }) => id);
-    const { releaseIssues } = await gql<{ releaseIssues: { __typename: string; issues?: { id: string }[] } }>(
-      apiUrl, agent.key, RELEASE_MANY, { r: agent.runId, ids: acquired });
+    const { releaseIssues } = await gql<{ releaseIssues: { __typename: string; issues?: { id: string }[] } }>(apiUrl, agent.key, RELEASE_MANY, {
+      r: agent.runId,
+      ids: acquired,
+    });
     if (releaseIssues.__typename !== "IssuesReleased" || !releaseIssues.issues) return { error: `releaseIssues → ${releaseIssues.__typename}` };
     // A partial release is reported; the jobs that were released still count.
     const partial = releaseIssues.issues.length < acquired.length ? `releaseIssues released ${releaseIssues.issues.length} of ${acquired.length}` : undefined;
@@ -445,13 +463,20 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
     await attempt(system, mode, async () => measure(await plainDatabase(options.adminUrl, database)));
   };
   await peer("graphile-worker 0.17.3", `default (1 runner, concurrency ${AGENTS})`, "baton_bench_peers_gw_default", (url) =>
-    graphileWorker(url, plan.graphileDefaultBacklog, plan.seconds, false));
-  await peer("graphile-worker 0.17.3", `batched (concurrency ${AGENTS}, localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0)`, "baton_bench_peers_gw_batched", (url) =>
-    graphileWorker(url, plan.graphileBatchedBacklog, plan.seconds, true));
+    graphileWorker(url, plan.graphileDefaultBacklog, plan.seconds, false),
+  );
+  await peer(
+    "graphile-worker 0.17.3",
+    `batched (concurrency ${AGENTS}, localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0)`,
+    "baton_bench_peers_gw_batched",
+    (url) => graphileWorker(url, plan.graphileBatchedBacklog, plan.seconds, true),
+  );
   await peer("pg-boss 10.4.2", `work() batchSize 1 × ${AGENTS} workers (polling ${PGBOSS_POLLING_SECONDS} s)`, "baton_bench_peers_boss_single", (url) =>
-    pgBoss(url, plan.pgbossSingleBacklog, plan.seconds, 1, AGENTS));
+    pgBoss(url, plan.pgbossSingleBacklog, plan.seconds, 1, AGENTS),
+  );
   await peer("pg-boss 10.4.2", `work() batchSize 1000 × 4 workers (polling ${PGBOSS_POLLING_SECONDS} s)`, "baton_bench_peers_boss_batched", (url) =>
-    pgBoss(url, plan.pgbossBatchedBacklog, plan.seconds, 1000, 4));
+    pgBoss(url, plan.pgbossBatchedBacklog, plan.seconds, 1000, 4),
+  );
   for (const name of peerDatabases) await dropDatabase(options.adminUrl, name).catch(() => undefined);
 
   // Table.
@@ -500,7 +525,9 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   notes.push(
     `graphile-worker batching options used (0.17.3 has all three): preset.worker.localQueue = { size: 500 }, preset.worker.completeJobBatchDelay = 0, preset.worker.failJobBatchDelay = 0; maxPoolSize ${AGENTS + 1} in both modes.`,
   );
-  notes.push(`pg-boss: new PgBoss({ max: ${AGENTS}, supervise: false, schedule: false }), createQueue, insert() in chunks of 5000, work(name, { batchSize, pollingIntervalSeconds: ${PGBOSS_POLLING_SECONDS} }) — 0.5 s is v10's minimum; its single-job mode is bound by that polling.`);
+  notes.push(
+    `pg-boss: new PgBoss({ max: ${AGENTS}, supervise: false, schedule: false }), createQueue, insert() in chunks of 5000, work(name, { batchSize, pollingIntervalSeconds: ${PGBOSS_POLLING_SECONDS} }) — 0.5 s is v10's minimum; its single-job mode is bound by that polling.`,
+  );
 
   // The targets (issue 13): the single-job life cycle at 16 agents ≥ 1.0× graphile-worker's default mode.
   const twoCalls = rate(rows.find((r) => r.system === "Baton" && r.mode.startsWith("API, single in two calls"))?.measured ?? null);

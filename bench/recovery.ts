@@ -16,8 +16,12 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   const rows: ScenarioResult["rows"] = [];
   const notes: string[] = [];
   try {
-    const { rows: [company] } = await db.query(`INSERT INTO companies (name) VALUES ('bench') RETURNING id`);
-    const { rows: [agent] } = await db.query(`INSERT INTO agents (company_id, name, name_key) VALUES ($1, 'a', 'a') RETURNING id`, [company.id]);
+    const {
+      rows: [company],
+    } = await db.query(`INSERT INTO companies (name) VALUES ('bench') RETURNING id`);
+    const {
+      rows: [agent],
+    } = await db.query(`INSERT INTO agents (company_id, name, name_key) VALUES ($1, 'a', 'a') RETURNING id`, [company.id]);
     for (const size of sizes) {
       await db.query(`TRUNCATE lock_events`);
       await db.query(`TRUNCATE issues CASCADE`);
@@ -42,7 +46,9 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       const started = performance.now();
       const counts = await sweep(baton.prisma, createInProcessBus());
       const seconds = (performance.now() - started) / 1000;
-      const { rows: [left] } = await db.query(`SELECT count(*)::int AS n FROM issues WHERE checkout_run_id IS NOT NULL`);
+      const {
+        rows: [left],
+      } = await db.query(`SELECT count(*)::int AS n FROM issues WHERE checkout_run_id IS NOT NULL`);
       rows.push({
         "dead locks": size,
         "sweep s": seconds.toFixed(2),

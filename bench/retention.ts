@@ -48,29 +48,42 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   try {
     const filled = performance.now();
     await fillLedger(big, rowsInLedger);
-    notes.push(`Filling the big ledger (${rowsInLedger.toLocaleString("en")} rows, ${DAYS} partitions, ${COMPANIES} companies) took ${((performance.now() - filled) / 1000).toFixed(0)} s.`);
+    notes.push(
+      `Filling the big ledger (${rowsInLedger.toLocaleString("en")} rows, ${DAYS} partitions, ${COMPANIES} companies) took ${((performance.now() - filled) / 1000).toFixed(0)} s.`,
+    );
     for (let round = 0; round < rounds; round++) {
       for (const agents of levels) {
         for (const f of [fresh, big]) {
           await refill(f, 20_000);
-          results.get(f.databaseUrl)!.get(agents)!.push(await claimLoop(f, agents, seconds));
+          results
+            .get(f.databaseUrl)!
+            .get(agents)!
+            .push(await claimLoop(f, agents, seconds));
         }
       }
     }
     for (const agents of levels) {
       const cell = (f: Fixture, pick: (l: Loop) => number) => median(results.get(f.databaseUrl)!.get(agents)!.map(pick));
-      for (const [name, f] of [["fresh", fresh], ["big ledger", big]] as const) {
+      for (const [name, f] of [
+        ["fresh", fresh],
+        ["big ledger", big],
+      ] as const) {
         rows.push({
           measure: `claims, ${agents} agent${agents > 1 ? "s" : ""}`,
           database: name,
           "claims/s": Math.round(cell(f, (l) => l.claimsPerSecond)),
           "p50 ms": cell(f, (l) => l.p50).toFixed(2),
           "p99 ms": cell(f, (l) => l.p99).toFixed(2),
-          "big/fresh": f === big ? `claims/s ${(cell(big, (l) => l.claimsPerSecond) / cell(fresh, (l) => l.claimsPerSecond)).toFixed(2)}×, p50 ${(cell(big, (l) => l.p50) / cell(fresh, (l) => l.p50)).toFixed(2)}×` : "",
+          "big/fresh":
+            f === big
+              ? `claims/s ${(cell(big, (l) => l.claimsPerSecond) / cell(fresh, (l) => l.claimsPerSecond)).toFixed(2)}×, p50 ${(cell(big, (l) => l.p50) / cell(fresh, (l) => l.p50)).toFixed(2)}×`
+              : "",
         });
       }
       const p50 = cell(big, (l) => l.p50) / cell(fresh, (l) => l.p50);
-      notes.push(`target: claim p50 with ${rowsInLedger.toLocaleString("en")} ledger rows within 20% of fresh at ${agents} agent${agents > 1 ? "s" : ""} — ${p50.toFixed(2)}×: ${p50 <= 1.2 ? "met" : "not met"}`);
+      notes.push(
+        `target: claim p50 with ${rowsInLedger.toLocaleString("en")} ledger rows within 20% of fresh at ${agents} agent${agents > 1 ? "s" : ""} — ${p50.toFixed(2)}×: ${p50 <= 1.2 ? "met" : "not met"}`,
+      );
     }
 
     // Fan-out, fresh and big alternating (each run starts its own two API instances on that database).
@@ -84,7 +97,10 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
     const fanCell = (runs: Record<string, string | number>[], column: string) => median(runs.map((r) => Number(r[column])));
     const fanP50 = fanCell(fans.big, "p50 ms") / fanCell(fans.fresh, "p50 ms");
     const fanP99 = fanCell(fans.big, "p99 ms") / fanCell(fans.fresh, "p99 ms");
-    for (const [name, runs] of [["fresh", fans.fresh], ["big ledger", fans.big]] as const) {
+    for (const [name, runs] of [
+      ["fresh", fans.fresh],
+      ["big ledger", fans.big],
+    ] as const) {
       rows.push({
         measure: "fan-out, 100 subscribers",
         database: name,
@@ -102,7 +118,9 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
     // The retention pass, with 16 agents claiming throughout.
     await refill(big, 50_000);
     const before = await claimLoop(big, 16, seconds);
-    const { rows: counted } = await big.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM lock_event_partitions WHERE to_at <= now() - interval '20 days'`);
+    const { rows: counted } = await big.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM lock_event_partitions WHERE to_at <= now() - interval '20 days'`,
+    );
     let passMs = 0;
     let dropped = 0;
     const during = await claimLoop(big, 16, seconds, async () => {
@@ -111,8 +129,24 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       passMs = performance.now() - t;
     });
     rows.push(
-      { measure: "claims, 16 agents, just before the pass", database: "big ledger", "claims/s": Math.round(before.claimsPerSecond), "p50 ms": before.p50.toFixed(2), "p99 ms": before.p99.toFixed(2), "max ms": before.max.toFixed(1), errors: before.errors },
-      { measure: "claims, 16 agents, during the pass", database: "big ledger", "claims/s": Math.round(during.claimsPerSecond), "p50 ms": during.p50.toFixed(2), "p99 ms": during.p99.toFixed(2), "max ms": during.max.toFixed(1), errors: during.errors },
+      {
+        measure: "claims, 16 agents, just before the pass",
+        database: "big ledger",
+        "claims/s": Math.round(before.claimsPerSecond),
+        "p50 ms": before.p50.toFixed(2),
+        "p99 ms": before.p99.toFixed(2),
+        "max ms": before.max.toFixed(1),
+        errors: before.errors,
+      },
+      {
+        measure: "claims, 16 agents, during the pass",
+        database: "big ledger",
+        "claims/s": Math.round(during.claimsPerSecond),
+        "p50 ms": during.p50.toFixed(2),
+        "p99 ms": during.p99.toFixed(2),
+        "max ms": during.max.toFixed(1),
+        errors: during.errors,
+      },
       { measure: `retention pass (${dropped} partitions dropped)`, database: "big ledger", "pass ms": passMs.toFixed(0) },
     );
     notes.push(
@@ -152,7 +186,9 @@ async function fillLedger(f: Fixture, total: number): Promise<void> {
          FROM generate_series(1, $6::int) g`,
       [f.companyId, companies, (DAYS - d) * perDay, from, DAY_MS, perDay],
     );
-    await f.db.query(`ALTER TABLE lock_events ATTACH PARTITION ${name} FOR VALUES FROM ('${from.toISOString()}') TO ('${new Date(from.getTime() + DAY_MS).toISOString()}')`);
+    await f.db.query(
+      `ALTER TABLE lock_events ATTACH PARTITION ${name} FOR VALUES FROM ('${from.toISOString()}') TO ('${new Date(from.getTime() + DAY_MS).toISOString()}')`,
+    );
   }
   await f.db.query(`ANALYZE lock_events`);
 }

@@ -46,11 +46,19 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
   const memory: [number, number, number][] = [];
   try {
     const { createCompany } = await gql<{ createCompany: { company: { id: string }; boardKey: string } }>(
-      api.url, ADMIN_TOKEN, `mutation { createCompany(name: "soak") { company { id } boardKey } }`);
+      api.url,
+      ADMIN_TOKEN,
+      `mutation { createCompany(name: "soak") { company { id } boardKey } }`,
+    );
     const companyId = createCompany.company.id;
     const keys: string[] = [];
     for (let i = 0; i < agents; i++) {
-      const { createAgent } = await gql<{ createAgent: { apiKey: string } }>(api.url, createCompany.boardKey, `mutation($n: String!) { createAgent(name: $n) { apiKey } }`, { n: `agent ${i}` });
+      const { createAgent } = await gql<{ createAgent: { apiKey: string } }>(
+        api.url,
+        createCompany.boardKey,
+        `mutation($n: String!) { createAgent(name: $n) { apiKey } }`,
+        { n: `agent ${i}` },
+      );
       keys.push(createAgent.apiKey);
     }
     const db = new pg.Client({ connectionString: databaseUrl });
@@ -105,12 +113,18 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
         tally.errors++;
         return "done";
       }
-      const beat = setInterval(() => void call(`mutation($r: ID!) { heartbeatRun(runId: $r) { __typename } }`, { r: runId }).catch(() => {}), (LEASE_SECONDS * 1000) / 3);
+      const beat = setInterval(
+        () => void call(`mutation($r: ID!) { heartbeatRun(runId: $r) { __typename } }`, { r: runId }).catch(() => {}),
+        (LEASE_SECONDS * 1000) / 3,
+      );
       try {
         while (performance.now() < deadline) {
           let claim: Claim;
           try {
-            claim = await call<Claim>(`mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename ... on IssueClaimed { issue { id lockEpoch } } } }`, { r: runId });
+            claim = await call<Claim>(
+              `mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename ... on IssueClaimed { issue { id lockEpoch } } } }`,
+              { r: runId },
+            );
           } catch {
             tally.errors++;
             return "killed"; // an unknown outcome: this run may hold an issue; leave it to its lease, as a dead agent would
@@ -123,7 +137,9 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
           }
           told.push({ kind: "claimed", runId, issueId: issue.id, lockEpoch: issue.lockEpoch });
           const acquired = await call<{ acquireExecution: { __typename: string } }>(
-            `mutation($r: ID!, $i: ID!) { acquireExecution(runId: $r, issueId: $i) { __typename } }`, { r: runId, i: issue.id }).catch(() => null);
+            `mutation($r: ID!, $i: ID!) { acquireExecution(runId: $r, issueId: $i) { __typename } }`,
+            { r: runId, i: issue.id },
+          ).catch(() => null);
           if (acquired?.acquireExecution.__typename !== "ExecutionAcquired") return "killed";
           if (Math.random() < KILL_CHANCE) {
             tally.killed++;
@@ -131,7 +147,9 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
           }
           const outcome = Math.random() < 0.2 ? "REQUEUE" : "DONE";
           const released = await call<{ releaseIssue: { __typename: string } }>(
-            `mutation($r: ID!, $i: ID!, $o: ReleaseOutcome!) { releaseIssue(runId: $r, issueId: $i, outcome: $o) { __typename } }`, { r: runId, i: issue.id, o: outcome }).catch(() => null);
+            `mutation($r: ID!, $i: ID!, $o: ReleaseOutcome!) { releaseIssue(runId: $r, issueId: $i, outcome: $o) { __typename } }`,
+            { r: runId, i: issue.id, o: outcome },
+          ).catch(() => null);
           if (released?.releaseIssue.__typename !== "IssueReleased") return "killed";
           told.push({ kind: "released", runId, issueId: issue.id });
           tally.jobs++;
@@ -143,9 +161,11 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
         clearInterval(beat);
       }
     }
-    await Promise.all(keys.map(async (key) => {
-      while ((await life(key)) === "killed" && performance.now() < deadline);
-    }));
+    await Promise.all(
+      keys.map(async (key) => {
+        while ((await life(key)) === "killed" && performance.now() < deadline);
+      }),
+    );
     clearInterval(sampler);
     clearInterval(keySampler);
     await sample();
@@ -161,30 +181,51 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       if (held === 0) break;
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
-    const audit = await gql<{ lockAudit: Record<string, unknown> }>(api.url, createCompany.boardKey,
-      `query($c: ID!) { lockAudit(companyId: $c) { doubleClaims halfReleasedLocks miscountedKeys locksHeldByDeadRuns unescalatedExhausted } }`, { c: companyId });
+    const audit = await gql<{ lockAudit: Record<string, unknown> }>(
+      api.url,
+      createCompany.boardKey,
+      `query($c: ID!) { lockAudit(companyId: $c) { doubleClaims halfReleasedLocks miscountedKeys locksHeldByDeadRuns unescalatedExhausted } }`,
+      { c: companyId },
+    );
     await check.end();
     const violations = await checkHistory(databaseUrl, companyId, told);
     const curve = memory.map(([t, mb, used]) => `${t}s ${mb}/${used}`).join(", ");
     return {
       name: "soak",
-      columns: ["agents", "issues", "keys (limit)", "keys ever over limit or miscounted", "seconds", "jobs done", "requeued", "agents killed mid-job", "call errors", "locks still held", "audit", "checker violations", "API RSS start → end MB", "API heap used start → end MB"],
-      rows: [{
-        agents,
-        issues: issues.toLocaleString("en"),
-        "keys (limit)": KEYS > 0 ? `${KEYS} (${KEY_LIMIT})` : "none",
-        "keys ever over limit or miscounted": KEYS > 0 ? `${keyWatch.over} / ${keyWatch.miscounted} (sampled every second)` : "",
-        seconds,
-        "jobs done": tally.jobs.toLocaleString("en"),
-        requeued: tally.requeued.toLocaleString("en"),
-        "agents killed mid-job": tally.killed,
-        "call errors": tally.errors,
-        "locks still held": held,
-        audit: JSON.stringify(audit.lockAudit),
-        "checker violations": violations.length,
-        "API RSS start → end MB": `${memory[0]![1]} → ${memory.at(-1)![1]}`,
-        "API heap used start → end MB": `${memory[0]![2]} → ${memory.at(-1)![2]}`,
-      }],
+      columns: [
+        "agents",
+        "issues",
+        "keys (limit)",
+        "keys ever over limit or miscounted",
+        "seconds",
+        "jobs done",
+        "requeued",
+        "agents killed mid-job",
+        "call errors",
+        "locks still held",
+        "audit",
+        "checker violations",
+        "API RSS start → end MB",
+        "API heap used start → end MB",
+      ],
+      rows: [
+        {
+          agents,
+          issues: issues.toLocaleString("en"),
+          "keys (limit)": KEYS > 0 ? `${KEYS} (${KEY_LIMIT})` : "none",
+          "keys ever over limit or miscounted": KEYS > 0 ? `${keyWatch.over} / ${keyWatch.miscounted} (sampled every second)` : "",
+          seconds,
+          "jobs done": tally.jobs.toLocaleString("en"),
+          requeued: tally.requeued.toLocaleString("en"),
+          "agents killed mid-job": tally.killed,
+          "call errors": tally.errors,
+          "locks still held": held,
+          audit: JSON.stringify(audit.lockAudit),
+          "checker violations": violations.length,
+          "API RSS start → end MB": `${memory[0]![1]} → ${memory.at(-1)![1]}`,
+          "API heap used start → end MB": `${memory[0]![2]} → ${memory.at(-1)![2]}`,
+        },
+      ],
       notes: [
         `Agents die mid-job with probability ${KILL_CHANCE} per job (no release, no heartbeat; lease ${LEASE_SECONDS} s); the recovery loop runs as its own process every 2 s. Goal: zero checker violations, the audit at zero, memory flat.`,
         `API memory over the run, RSS/heap used in MB every 10 s: ${curve}.`,

@@ -131,7 +131,14 @@ export function buildApp(deps: AppDeps): App {
     // File uploads are not part of the API: a multipart body is refused (415), not half-read.
     multipart: false,
     // A span per operation, first so that it covers the others' hooks: only when tracing is on (src/tracing/).
-    plugins: [...(tracing() ? [operationSpans()] : []), bodyLimit(limits, onRefused), shapeLimits, documentLimits(limits, onRefused), responseSizeLimit(limits, onRefused), emptyRefusals()],
+    plugins: [
+      ...(tracing() ? [operationSpans()] : []),
+      bodyLimit(limits, onRefused),
+      shapeLimits,
+      documentLimits(limits, onRefused),
+      responseSizeLimit(limits, onRefused),
+      emptyRefusals(),
+    ],
     context: (initial) => createContext(services, initial.principal ?? null),
   });
 

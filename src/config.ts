@@ -86,9 +86,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (adminToken !== undefined && PLACEHOLDER_TOKEN.test(adminToken)) {
     throw new ConfigError("BATON_ADMIN_TOKEN looks like a placeholder: set a random secret (e.g. openssl rand -hex 24)");
   }
-  const limits = Object.freeze(
-    Object.fromEntries(LIMIT_SETTINGS.map((s) => [s.name, integer(env, s.env, s.fallback, s.min, s.max)])) as unknown as Limits,
-  );
+  const limits = Object.freeze(Object.fromEntries(LIMIT_SETTINGS.map((s) => [s.name, integer(env, s.env, s.fallback, s.min, s.max)])) as unknown as Limits);
   return Object.freeze({
     port: integer(env, "PORT", 4000, 0, 65535),
     host: optionalString(env, "HOST") ?? "127.0.0.1",

@@ -130,7 +130,11 @@ export class Metrics {
         },
       });
       const figures: [name: string, help: string, value: (f: FleetSnapshot) => number][] = [
-        ["baton_runs_heartbeat_late", "RUNNING runs whose last heartbeat is older than half their lease: recovered at their lease's end if they stay silent.", (f) => f.runsPastHalfLease],
+        [
+          "baton_runs_heartbeat_late",
+          "RUNNING runs whose last heartbeat is older than half their lease: recovered at their lease's end if they stay silent.",
+          (f) => f.runsPastHalfLease,
+        ],
         ["baton_ledger_rows", "Rows in the lock_events ledger (PostgreSQL's estimate, as of the last ANALYZE).", (f) => f.ledgerRows],
         ["baton_ledger_oldest_event_seconds", "Age of the oldest event still in the ledger (0 when empty).", (f) => f.oldestEventSeconds],
         [

@@ -14,9 +14,7 @@
 // race tests, the fault tests and the bench's soak.
 import pg from "pg";
 
-export type Told =
-  | { kind: "claimed"; runId: string; issueId: string; lockEpoch: number }
-  | { kind: "released"; runId: string; issueId: string };
+export type Told = { kind: "claimed"; runId: string; issueId: string; lockEpoch: number } | { kind: "released"; runId: string; issueId: string };
 
 interface Event {
   seq: string;
@@ -52,10 +50,9 @@ export async function checkHistory(databaseUrl: string, companyId: string, told:
       )
     ).rows;
     const issues = (
-      await db.query<IssueRow>(
-        "SELECT id, status::text, lock_epoch, attempt_count, checkout_run_id, execution_run_id FROM issues WHERE company_id = $1",
-        [companyId],
-      )
+      await db.query<IssueRow>("SELECT id, status::text, lock_epoch, attempt_count, checkout_run_id, execution_run_id FROM issues WHERE company_id = $1", [
+        companyId,
+      ])
     ).rows;
     return judge(events, issues, told);
   } finally {
@@ -143,7 +140,9 @@ export function judge(events: readonly Event[], issues: readonly IssueRow[], tol
       continue;
     }
     if (t.kind === "claimed" && epochs[t.lockEpoch - 1] !== t.runId) {
-      violations.push(`run ${t.runId} was told it claimed issue ${t.issueId} at epoch ${t.lockEpoch}; the ledger gives that epoch to ${epochs[t.lockEpoch - 1] ?? "nobody"}`);
+      violations.push(
+        `run ${t.runId} was told it claimed issue ${t.issueId} at epoch ${t.lockEpoch}; the ledger gives that epoch to ${epochs[t.lockEpoch - 1] ?? "nobody"}`,
+      );
     }
     if (t.kind === "released") {
       const releases = (byIssue.get(t.issueId) ?? []).filter((e) => e.kind === "RELEASED" && e.run_id === t.runId);

@@ -6,7 +6,6 @@ import { validateText } from "../domain/validate.js";
 import type { Agent, Company } from "../domain/types.js";
 import { generateKey } from "./keys.js";
 
-
 function validName(what: string, name: string): string {
   const trimmed = name.trim();
   if (!trimmed) throw new InvalidInputError(`${what} name must not be empty`);
@@ -27,13 +26,16 @@ export async function createCompany(db: Db, name: string): Promise<{ company: Co
   const { key, hash } = generateKey("board");
   const row = await queryOne<{ company: Company }>(
     db,
-    statement("CREATE_COMPANY_WITH_BOARD_KEY", sql`
+    statement(
+      "CREATE_COMPANY_WITH_BOARD_KEY",
+      sql`
       WITH company AS (
         INSERT INTO companies (name) VALUES (${validName("company", name)}) RETURNING *
       ), key AS (
         INSERT INTO api_keys (company_id, role, key_hash) SELECT id, 'BOARD', ${hash} FROM company
       )
-      SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company FROM company c`),
+      SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company FROM company c`,
+    ),
   );
   return { company: row.company, boardKey: key };
 }
@@ -46,7 +48,9 @@ export async function createAgent(db: Db, companyId: string, name: string): Prom
   const { key, hash } = generateKey("agent");
   const row = await queryOne<{ agent: Agent | null }>(
     db,
-    statement("CREATE_AGENT_WITH_KEY", sql`
+    statement(
+      "CREATE_AGENT_WITH_KEY",
+      sql`
       WITH agent AS (
         INSERT INTO agents (company_id, name, name_key) VALUES (${companyId}::uuid, ${clean}, ${nameKey})
         ON CONFLICT (company_id, name_key) DO NOTHING
@@ -54,7 +58,8 @@ export async function createAgent(db: Db, companyId: string, name: string): Prom
       ), key AS (
         INSERT INTO api_keys (company_id, agent_id, role, key_hash) SELECT company_id, id, 'AGENT', ${hash} FROM agent
       )
-      SELECT (SELECT ${agentJson("a")} FROM agent a) AS agent`),
+      SELECT (SELECT ${agentJson("a")} FROM agent a) AS agent`,
+    ),
   );
   if (!row.agent) throw new InvalidInputError(`an agent named ${JSON.stringify(clean)} (key ${nameKey}) already exists in this company`);
   return { agent: row.agent, apiKey: key };

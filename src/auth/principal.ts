@@ -18,7 +18,6 @@ import type { KeyRevocations } from "./revocations.js";
 import { UnknownKeyGuard } from "../bounds/unknownKeys.js";
 import type { Principal } from "../domain/types.js";
 
-
 const ADMIN: Principal = Object.freeze({ role: "ADMIN", companyId: null, agentId: null, keyId: null });
 
 const MAX_CACHED_KEYS = 10_000;
@@ -65,7 +64,11 @@ export class PrincipalResolver {
     if (this.unknown.has(hash)) return null;
     let pending = this.inFlight.get(hash);
     if (!pending) {
-      pending = this.guard.lookup(address, () => this.lookup(hash), (principal) => principal !== null);
+      pending = this.guard.lookup(
+        address,
+        () => this.lookup(hash),
+        (principal) => principal !== null,
+      );
       this.inFlight.set(hash, pending);
       void pending.finally(() => this.inFlight.delete(hash)).catch(() => {});
     }
@@ -79,9 +82,12 @@ export class PrincipalResolver {
     // Invariant: only a key that works: not revoked, and not an agent's that is disabled.
     const row = await queryOne<{ keyId: string; role: "BOARD" | "AGENT"; companyId: string; agentId: string | null; nameKey: string | null } | undefined>(
       this.db,
-      statement("FIND_KEY_BY_HASH", sql`SELECT k.id AS "keyId", k.role, k.company_id AS "companyId", k.agent_id AS "agentId", a.name_key AS "nameKey"
+      statement(
+        "FIND_KEY_BY_HASH",
+        sql`SELECT k.id AS "keyId", k.role, k.company_id AS "companyId", k.agent_id AS "agentId", a.name_key AS "nameKey"
             FROM api_keys k LEFT JOIN agents a ON a.id = k.agent_id
-           WHERE k.key_hash = ${hash} AND k.revoked_at IS NULL AND a.disabled_at IS NULL`),
+           WHERE k.key_hash = ${hash} AND k.revoked_at IS NULL AND a.disabled_at IS NULL`,
+      ),
     );
     this.onLookup(row !== undefined);
     if (!row) {

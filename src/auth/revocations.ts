@@ -55,10 +55,12 @@ export class KeyRevocations {
   listen(): () => void {
     let stop: (() => void) | null = null;
     let stopped = false;
-    this.bus.watchRevokedKeys((ids) => void this.heard(ids)).then(
-      (unwatch) => (stopped ? unwatch() : void (stop = unwatch)),
-      (err: unknown) => this.log("warn", "not listening for key revocations on pub/sub; the revocation poll still finds them", errorFields(err)),
-    );
+    this.bus
+      .watchRevokedKeys((ids) => void this.heard(ids))
+      .then(
+        (unwatch) => (stopped ? unwatch() : void (stop = unwatch)),
+        (err: unknown) => this.log("warn", "not listening for key revocations on pub/sub; the revocation poll still finds them", errorFields(err)),
+      );
     return () => {
       stopped = true;
       stop?.();
@@ -142,9 +144,12 @@ export class KeyRevocations {
       // Which of these keys the database has revoked.
       const row = await queryOne<{ ids: string[] }>(
         this.db,
-        statement("CONFIRM_REVOKED_KEYS", sql`
+        statement(
+          "CONFIRM_REVOKED_KEYS",
+          sql`
           SELECT coalesce(array_agg(k.id::text), '{}') AS ids FROM api_keys k
-           WHERE k.id = ANY(${unknown}::uuid[]) AND k.revoked_at IS NOT NULL`),
+           WHERE k.id = ANY(${unknown}::uuid[]) AND k.revoked_at IS NOT NULL`,
+        ),
       );
       this.revokedKeys(row.ids, how);
     } catch (err) {
@@ -205,11 +210,14 @@ export class RevocationPoll {
       // re-read of every key revoked since it began.
       const row = await queryOne<{ snapshot: string; ids: string[] }>(
         this.db,
-        statement("REVOKED_SINCE", sql`
+        statement(
+          "REVOKED_SINCE",
+          sql`
           SELECT pg_current_snapshot()::text AS snapshot,
                  coalesce((SELECT array_agg(k.id::text) FROM api_keys k
                             WHERE k.revoked_xid >= pg_snapshot_xmax(${this.seen}::pg_snapshot)
-                               OR k.revoked_xid = ANY(ARRAY(SELECT pg_snapshot_xip(${this.seen}::pg_snapshot)))), '{}') AS ids`),
+                               OR k.revoked_xid = ANY(ARRAY(SELECT pg_snapshot_xip(${this.seen}::pg_snapshot)))), '{}') AS ids`,
+        ),
       );
       this.revocations.revokedKeys(row.ids, "poll");
       this.seen = row.snapshot;

@@ -24,13 +24,16 @@ export interface Rotated {
  */
 export async function rotateAgentKey(db: Db, scope: Scope, agentId: string): Promise<Rotated> {
   const { key, hash } = generateKey("agent");
-  return retryingAborts(() => db.$transaction(async (tx) => {
-    const agent = await lockAgent(tx, scope, agentId);
-    if (!agent) throw new NotFoundError(`agent ${agentId} not found`);
-    if (agent.disabled) throw new InvalidInputError(`agent ${agentId} is disabled: enable it (enableAgent) before giving it a key`);
-    const row = await queryOneInTransaction<{ revoked: string[] }>(
-      tx,
-      statement("ROTATE_AGENT_KEY", sql`
+  return retryingAborts(() =>
+    db.$transaction(async (tx) => {
+      const agent = await lockAgent(tx, scope, agentId);
+      if (!agent) throw new NotFoundError(`agent ${agentId} not found`);
+      if (agent.disabled) throw new InvalidInputError(`agent ${agentId} is disabled: enable it (enableAgent) before giving it a key`);
+      const row = await queryOneInTransaction<{ revoked: string[] }>(
+        tx,
+        statement(
+          "ROTATE_AGENT_KEY",
+          sql`
         WITH revoked AS (
           UPDATE api_keys k SET ${raw(REVOKE_KEYS)}
            WHERE k.agent_id = ${agentId}::uuid AND k.revoked_at IS NULL
@@ -39,10 +42,12 @@ export async function rotateAgentKey(db: Db, scope: Scope, agentId: string): Pro
           INSERT INTO api_keys (company_id, agent_id, role, key_hash)
           SELECT a.company_id, a.id, 'AGENT', ${hash} FROM agents a WHERE a.id = ${agentId}::uuid
         )
-        SELECT coalesce((SELECT array_agg(id::text) FROM revoked), '{}') AS revoked`),
-    );
-    return { apiKey: key, revokedKeyIds: row.revoked };
-  }));
+        SELECT coalesce((SELECT array_agg(id::text) FROM revoked), '{}') AS revoked`,
+        ),
+      );
+      return { apiKey: key, revokedKeyIds: row.revoked };
+    }),
+  );
 }
 
 /**
@@ -51,17 +56,23 @@ export async function rotateAgentKey(db: Db, scope: Scope, agentId: string): Pro
  */
 export async function rotateBoardKey(db: Db, companyId: string): Promise<Rotated> {
   const { key, hash } = generateKey("board");
-  return retryingAborts(() => db.$transaction(async (tx) => {
-    const company = await queryOneInTransaction<{ found: boolean }>(
-      tx,
-      statement("LOCK_COMPANY", sql`
+  return retryingAborts(() =>
+    db.$transaction(async (tx) => {
+      const company = await queryOneInTransaction<{ found: boolean }>(
+        tx,
+        statement(
+          "LOCK_COMPANY",
+          sql`
         WITH c AS (SELECT c.id FROM companies c WHERE c.id = ${companyId}::uuid FOR NO KEY UPDATE)
-        SELECT EXISTS (SELECT 1 FROM c) AS found`),
-    );
-    if (!company.found) throw new NotFoundError(`company ${companyId} not found`);
-    const row = await queryOneInTransaction<{ revoked: string[] }>(
-      tx,
-      statement("ROTATE_BOARD_KEY", sql`
+        SELECT EXISTS (SELECT 1 FROM c) AS found`,
+        ),
+      );
+      if (!company.found) throw new NotFoundError(`company ${companyId} not found`);
+      const row = await queryOneInTransaction<{ revoked: string[] }>(
+        tx,
+        statement(
+          "ROTATE_BOARD_KEY",
+          sql`
         WITH revoked AS (
           UPDATE api_keys k SET ${raw(REVOKE_KEYS)}
            WHERE k.company_id = ${companyId}::uuid AND k.role = 'BOARD' AND k.revoked_at IS NULL
@@ -69,8 +80,10 @@ export async function rotateBoardKey(db: Db, companyId: string): Promise<Rotated
         ), added AS (
           INSERT INTO api_keys (company_id, role, key_hash) VALUES (${companyId}::uuid, 'BOARD', ${hash})
         )
-        SELECT coalesce((SELECT array_agg(id::text) FROM revoked), '{}') AS revoked`),
-    );
-    return { apiKey: key, revokedKeyIds: row.revoked };
-  }));
+        SELECT coalesce((SELECT array_agg(id::text) FROM revoked), '{}') AS revoked`,
+        ),
+      );
+      return { apiKey: key, revokedKeyIds: row.revoked };
+    }),
+  );
 }

@@ -116,7 +116,9 @@ async function main() {
       );
     });
     await new Promise<void>((resolve, reject) => {
-      server.once("error", (err: NodeJS.ErrnoException) => reject(new ConfigError(`--metrics-port ${metricsPort}: cannot listen on ${config.host} (${err.code ?? err.message})`)));
+      server.once("error", (err: NodeJS.ErrnoException) =>
+        reject(new ConfigError(`--metrics-port ${metricsPort}: cannot listen on ${config.host} (${err.code ?? err.message})`)),
+      );
       server.listen(metricsPort, config.host, resolve);
     });
     metricsServer = server;

@@ -62,10 +62,12 @@ function coalesced(read: () => Promise<void>): () => Promise<void> {
   const start = (): Promise<void> => (running = read().finally(() => (running = null)));
   return () => {
     if (!running) return start();
-    return (again ??= running.catch(() => {}).then(() => {
-      again = null;
-      return start();
-    }));
+    return (again ??= running
+      .catch(() => {})
+      .then(() => {
+        again = null;
+        return start();
+      }));
   };
 }
 
@@ -152,7 +154,6 @@ async function board(session: Session) {
   byId("board").hidden = false;
   byId("notice-dismiss").addEventListener("click", () => (byId("notice").hidden = true));
   setLive("connecting");
-
 
   const detail = new DetailView(api, store, session.companyId);
   const open = (id: string) => void detail.open(id);

@@ -50,7 +50,11 @@ export class Admission {
       ? (["anonymousConnectionsPerAddress", this.limits.anonymousConnectionsPerAddress] as const)
       : (["connectionsPerKey", this.limits.connectionsPerKey] as const);
     if (!this.connections.take(key, max)) {
-      throw new LimitExceededError(limit, max, anonymous ? "too many connections without a valid key from this address" : "too many WebSockets and event streams open for this key");
+      throw new LimitExceededError(
+        limit,
+        max,
+        anonymous ? "too many connections without a valid key from this address" : "too many WebSockets and event streams open for this key",
+      );
     }
     return once(() => this.connections.give(key));
   }

@@ -245,8 +245,7 @@ export function responseSizeLimit(limits: Limits, onRefused: (limit: string) => 
   };
   const check = (args: { schema: GraphQLSchema; document: DocumentNode; operationName?: string | null; variableValues?: Args | null }) => {
     const operation = args.document.definitions.find(
-      (d): d is OperationDefinitionNode =>
-        d.kind === Kind.OPERATION_DEFINITION && (args.operationName == null || d.name?.value === args.operationName),
+      (d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION && (args.operationName == null || d.name?.value === args.operationName),
     );
     if (!operation) return null;
     const chars = estimate(args.schema, args.document, operation, args.variableValues ?? {});

@@ -75,12 +75,7 @@ export const shapeLimits: Plugin = {
  * chain of fragments that each spread the next one ten times cost 10^n
  * steps, and a 700-byte query would hold the event loop for seconds.
  */
-function depthOf(
-  set: SelectionSetNode | undefined,
-  fragments: Map<string, FragmentDefinitionNode>,
-  known: Map<string, number>,
-  seen: Set<string>,
-): number {
+function depthOf(set: SelectionSetNode | undefined, fragments: Map<string, FragmentDefinitionNode>, known: Map<string, number>, seen: Set<string>): number {
   if (!set) return 0;
   let deepest = 0;
   for (const sel of set.selections) {

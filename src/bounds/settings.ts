@@ -55,9 +55,7 @@ export const LIMIT_SETTINGS: readonly LimitSetting[] = [
   { name: "unknownKeysPerMinute", env: "BATON_UNKNOWN_KEYS_PER_MINUTE", fallback: 30, min: 1, max: 1_000_000 },
 ];
 
-export const DEFAULT_LIMITS: Limits = Object.freeze(
-  Object.fromEntries(LIMIT_SETTINGS.map((s) => [s.name, s.fallback])) as unknown as Limits,
-);
+export const DEFAULT_LIMITS: Limits = Object.freeze(Object.fromEntries(LIMIT_SETTINGS.map((s) => [s.name, s.fallback])) as unknown as Limits);
 
 /**
  * A request went past one of the limits above (or the fixed query-shape ones).

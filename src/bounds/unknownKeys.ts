@@ -122,7 +122,8 @@ export class UnknownKeyGuard {
 
   private release(): void {
     const next = this.waiting.shift();
-    if (next) next(); // the slot passes straight to the next in line
+    if (next)
+      next(); // the slot passes straight to the next in line
     else this.running--;
   }
 }

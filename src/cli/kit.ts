@@ -89,7 +89,12 @@ export function table(ctx: Context, header: string[], rows: (string | number | n
 
 /** A --status value as the API's list of statuses, upper-cased (the server refuses an unknown one); null when not given. */
 export function statuses<S extends string>(value: unknown): S[] | null {
-  return typeof value === "string" ? (value.split(",").map((s) => s.trim().toUpperCase()).filter(Boolean) as S[]) : null;
+  return typeof value === "string"
+    ? (value
+        .split(",")
+        .map((s) => s.trim().toUpperCase())
+        .filter(Boolean) as S[])
+    : null;
 }
 
 /** The company a command reads: --company when given, else the token's own (an admin token has none: bad usage). */

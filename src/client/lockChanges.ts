@@ -68,10 +68,7 @@ export function lockChanges(endpoint: Endpoint, filter: LockChangesFilter): Asyn
     stopped = true;
     stop();
     let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      Promise.allSettled([current?.return?.(), client?.dispose()]),
-      new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS))),
-    ]);
+    await Promise.race([Promise.allSettled([current?.return?.(), client?.dispose()]), new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)))]);
     clearTimeout(timer);
   };
   async function* events(): AsyncGenerator<LockChange> {

@@ -186,18 +186,21 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     const { startRun: started } = await baton.request(WorkStartRunDocument, {}, { traceContext: ambient });
     const leaseMs = Math.max(1000, Date.parse(started.leaseExpiresAt) - Date.parse(started.lastHeartbeatAt));
     if (heartbeat) clearInterval(heartbeat);
-    heartbeat = setInterval(() => {
-      const current = run;
-      if (!current) return;
-      baton.request(WorkHeartbeatDocument, { runId: current.id }, { traceContext: heartbeatTrace() }).then(
-        ({ heartbeatRun }) => {
-          if (heartbeatRun.__typename !== "RunUpdated" && run?.id === current.id) loseRun(`run ${current.id} is no longer active: ${heartbeatRun.message}`);
-        },
-        (err: unknown) => {
-          if (!refused(err)) log("heartbeat failed", { runId: current.id, error: (err as Error).message });
-        },
-      );
-    }, Math.floor(leaseMs / 3));
+    heartbeat = setInterval(
+      () => {
+        const current = run;
+        if (!current) return;
+        baton.request(WorkHeartbeatDocument, { runId: current.id }, { traceContext: heartbeatTrace() }).then(
+          ({ heartbeatRun }) => {
+            if (heartbeatRun.__typename !== "RunUpdated" && run?.id === current.id) loseRun(`run ${current.id} is no longer active: ${heartbeatRun.message}`);
+          },
+          (err: unknown) => {
+            if (!refused(err)) log("heartbeat failed", { runId: current.id, error: (err as Error).message });
+          },
+        );
+      },
+      Math.floor(leaseMs / 3),
+    );
     heartbeat.unref?.();
     log("run started", { runId: started.id, leaseMs });
     return started;
@@ -267,7 +270,7 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
           { runId: current.id, limit: free, includeUnassigned },
           { traceContext: batch.context },
         );
-        if (claimIssues.__typename === "RunNotActive") return loseRun(claimIssues.message), 0;
+        if (claimIssues.__typename === "RunNotActive") return (loseRun(claimIssues.message), 0);
         if (claimIssues.__typename !== "IssuesClaimed" || refusedWith) return 0; // refused meanwhile: nothing more starts
         for (const issue of claimIssues.issues) launch(issue, current.id, TraceLife.start("baton issue", batch.context));
         return claimIssues.issues.length;
@@ -281,7 +284,7 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     let launched = false;
     try {
       const { claimIssue } = await baton.request(WorkClaimDocument, { runId: current.id, includeUnassigned }, { traceContext });
-      if (claimIssue.__typename === "RunNotActive") return loseRun(claimIssue.message), 0;
+      if (claimIssue.__typename === "RunNotActive") return (loseRun(claimIssue.message), 0);
       if (claimIssue.__typename !== "IssueClaimed") return 0;
       const { acquireExecution } = await baton.request(WorkAcquireDocument, { runId: current.id, issueId: claimIssue.issue.id }, { traceContext });
       if (acquireExecution.__typename !== "ExecutionAcquired") {

@@ -25,14 +25,16 @@ export const REVOKE_KEYS = `revoked_at = now(), revoked_xid = pg_current_xact_id
 export async function lockAgent(tx: Pick<Db, "$queryRaw">, scope: Scope, agentId: string): Promise<{ disabled: boolean } | null> {
   const row = await queryOneInTransaction<{ found: boolean; disabled: boolean }>(
     tx,
-    statement("LOCK_AGENT", sql`
+    statement(
+      "LOCK_AGENT",
+      sql`
       WITH a AS (
         SELECT a.disabled_at FROM agents a
          WHERE a.id = ${agentId}::uuid AND (${scope}::uuid IS NULL OR a.company_id = ${scope}::uuid)
            FOR NO KEY UPDATE
       )
-      SELECT EXISTS (SELECT 1 FROM a) AS found, EXISTS (SELECT 1 FROM a WHERE disabled_at IS NOT NULL) AS disabled`),
+      SELECT EXISTS (SELECT 1 FROM a) AS found, EXISTS (SELECT 1 FROM a WHERE disabled_at IS NOT NULL) AS disabled`,
+    ),
   );
   return row.found ? { disabled: row.disabled } : null;
 }
-

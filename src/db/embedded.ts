@@ -102,7 +102,9 @@ async function postgresUser(): Promise<RunAs | null> {
   await run("useradd", ["--system", "--gid", "postgres", "--no-create-home", "--shell", "/usr/sbin/nologin", "postgres"]);
   const made = await lookup();
   if (!made) {
-    throw new EmbeddedPostgresError("PostgreSQL cannot run as root, and no 'postgres' OS user could be created: create one (useradd postgres), or set DATABASE_URL");
+    throw new EmbeddedPostgresError(
+      "PostgreSQL cannot run as root, and no 'postgres' OS user could be created: create one (useradd postgres), or set DATABASE_URL",
+    );
   }
   return made;
 }
@@ -116,7 +118,10 @@ async function reaches(runAs: RunAs, target: string, mode: "-x" | "-w"): Promise
 async function usableNativeDir(native: string, runAs: RunAs | null, shared: string, log: Logger): Promise<string> {
   if (!runAs || (await reaches(runAs, path.join(native, "bin", "postgres"), "-x"))) return native;
   const version = /\d[\d.]*/.exec((await run(path.join(native, "bin", "postgres"), ["--version"])).output)?.[0] ?? "unknown";
-  const digest = createHash("sha256").update(await realpath(native)).digest("hex").slice(0, 8);
+  const digest = createHash("sha256")
+    .update(await realpath(native))
+    .digest("hex")
+    .slice(0, 8);
   const target = path.join(shared, `postgres-${version}-${digest}`);
   if (!existsSync(path.join(target, ".complete"))) {
     log("info", "copying the embedded PostgreSQL where its OS user can run it", { from: native, to: target });
@@ -138,7 +143,10 @@ async function usableDataRoot(dataDir: string, runAs: RunAs | null, shared: stri
   if (!runAs) return root;
   await chmod(root, 0o777);
   if (await reaches(runAs, root, "-w")) return root;
-  const digest = createHash("sha256").update(await realpath(root)).digest("hex").slice(0, 12);
+  const digest = createHash("sha256")
+    .update(await realpath(root))
+    .digest("hex")
+    .slice(0, 12);
   const moved = path.join(shared, "data", `${path.basename(path.dirname(root))}-${digest}`);
   await mkdir(moved, { recursive: true });
   await chmod(path.join(shared, "data"), 0o755);
@@ -147,7 +155,10 @@ async function usableDataRoot(dataDir: string, runAs: RunAs | null, shared: stri
     dataDir: root,
     keptIn: moved,
   });
-  await writeFile(path.join(root, "WHERE-THE-DATA-IS.txt"), `The embedded PostgreSQL of this checkout keeps its data in\n${moved}\n(the postgres OS user cannot reach this directory).\n`);
+  await writeFile(
+    path.join(root, "WHERE-THE-DATA-IS.txt"),
+    `The embedded PostgreSQL of this checkout keeps its data in\n${moved}\n(the postgres OS user cannot reach this directory).\n`,
+  );
   return moved;
 }
 
@@ -183,7 +194,8 @@ async function stopOrphan(server: RunningServer, log: Logger): Promise<void> {
   process.kill(server.pid, "SIGINT");
   const deadline = Date.now() + 15_000;
   while (alive(server.pid)) {
-    if (Date.now() > deadline) throw new EmbeddedPostgresError(`an embedded PostgreSQL left running (pid ${server.pid}) did not stop: stop it by hand (kill ${server.pid})`);
+    if (Date.now() > deadline)
+      throw new EmbeddedPostgresError(`an embedded PostgreSQL left running (pid ${server.pid}) did not stop: stop it by hand (kill ${server.pid})`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -202,7 +214,9 @@ async function initialise(bin: string, databaseDir: string, runAs: RunAs | null,
     );
     if (code !== 0) {
       await rm(databaseDir, { recursive: true, force: true });
-      throw new EmbeddedPostgresError(`embedded PostgreSQL could not be initialised in ${databaseDir}: ${lastLine(output)}; set DATABASE_URL to use your own PostgreSQL`);
+      throw new EmbeddedPostgresError(
+        `embedded PostgreSQL could not be initialised in ${databaseDir}: ${lastLine(output)}; set DATABASE_URL to use your own PostgreSQL`,
+      );
     }
   } finally {
     await rm(pwfile, { force: true });
@@ -239,7 +253,9 @@ function startServer(bin: string, databaseDir: string, port: number, runAs: RunA
         });
       }
     });
-    child.once("error", (err) => reject(new EmbeddedPostgresError(`embedded PostgreSQL could not be run (${err.message}): set DATABASE_URL to use your own PostgreSQL`)));
+    child.once("error", (err) =>
+      reject(new EmbeddedPostgresError(`embedded PostgreSQL could not be run (${err.message}): set DATABASE_URL to use your own PostgreSQL`)),
+    );
     child.once("exit", (code) => {
       if (!ready) reject(new EmbeddedPostgresError(`embedded PostgreSQL stopped at start (exit ${code}): ${lastLine(output)} (data in ${databaseDir})`));
     });

@@ -13,16 +13,7 @@ export const RUN_STATUSES = ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "TIM
 export type RunStatus = (typeof RUN_STATUSES)[number];
 export const RELEASE_OUTCOMES = ["DONE", "BLOCKED", "FAILED", "REQUEUE"] as const;
 export type ReleaseOutcome = (typeof RELEASE_OUTCOMES)[number];
-export const LOCK_EVENT_KINDS = [
-  "CLAIMED",
-  "ADOPTED",
-  "EXECUTION_ACQUIRED",
-  "RELEASED",
-  "RECOVERED",
-  "ESCALATED",
-  "FORCE_RELEASED",
-  "STATUS_CHANGED",
-] as const;
+export const LOCK_EVENT_KINDS = ["CLAIMED", "ADOPTED", "EXECUTION_ACQUIRED", "RELEASED", "RECOVERED", "ESCALATED", "FORCE_RELEASED", "STATUS_CHANGED"] as const;
 export type LockEventKind = (typeof LOCK_EVENT_KINDS)[number];
 
 export interface Issue {

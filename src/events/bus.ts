@@ -22,7 +22,6 @@ export type NoticeListener = (issueIds: readonly string[]) => void;
 /** The most issue ids one notice carries: createIssues' batch limit. */
 export const MAX_NOTICE_IDS = 1000;
 
-
 /** A Redis message as a JSON object, or null: anyone who can reach Redis can publish on our channels. */
 function jsonObject(message: string): Record<string, unknown> | null {
   try {
@@ -40,11 +39,15 @@ function parseLockEvent(message: string): LockEvent | null {
   const e = jsonObject(message);
   if (!e) return null;
   const ok =
-    typeof e.seq === "string" && isSeq(e.seq) && e.seq !== "0" &&
-    id(e.companyId) && id(e.issueId) &&
+    typeof e.seq === "string" &&
+    isSeq(e.seq) &&
+    e.seq !== "0" &&
+    id(e.companyId) &&
+    id(e.issueId) &&
     (LOCK_EVENT_KINDS as readonly unknown[]).includes(e.kind) &&
     (ISSUE_STATUSES as readonly unknown[]).includes(e.status) &&
-    (e.runId === null || id(e.runId)) && (e.agentId === null || id(e.agentId));
+    (e.runId === null || id(e.runId)) &&
+    (e.agentId === null || id(e.agentId));
   return ok ? (e as unknown as LockEvent) : null;
 }
 
@@ -232,7 +235,11 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
   });
   /** Subscribes a channel for its first listener; later ones wait for the same confirmation. Returns the unsubscribe. */
   async function listen<T>(set: Listeners<T>, channel: string, companyId: string, listener: (value: T) => void): Promise<() => void> {
-    if (set.add(companyId, listener)) channels.set(channel, subscriber.subscribe(channel).then(() => {}));
+    if (set.add(companyId, listener))
+      channels.set(
+        channel,
+        subscriber.subscribe(channel).then(() => {}),
+      );
     try {
       await channels.get(channel);
     } catch (err) {
@@ -254,7 +261,10 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
         stats.publishFailures += n;
         if (Date.now() - lastPublishWarning < 1000) return;
         lastPublishWarning = Date.now();
-        log("warn", "lock event publish failed (subscribers will refill from the ledger)", { events: n, ...(err ? errorFields(err) : { error: "Redis is unreachable" }) });
+        log("warn", "lock event publish failed (subscribers will refill from the ledger)", {
+          events: n,
+          ...(err ? errorFields(err) : { error: "Redis is unreachable" }),
+        });
       };
       // Redis away: fail now, and say so, rather than after the caller (recovery --once) has gone.
       if (publisher.status !== "ready") return failed(events.length);

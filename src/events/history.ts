@@ -105,14 +105,17 @@ export class LedgerReader {
         // Only final events, below the snapshot's horizon (docs/events.md),
         // computed once for the statement; and, in the same snapshot, what retention
         // dropped after afterSeq (the reader may then be refused, not served short).
-        statement("READ_LEDGER_PAGE", sql`
+        statement(
+          "READ_LEDGER_PAGE",
+          sql`
           WITH h AS MATERIALIZED (SELECT baton_event_horizon() AS horizon, baton_event_ceiling() AS ceiling)
           SELECT coalesce((SELECT json_agg(p.event ORDER BY p.seq) FROM (
                    SELECT e.seq, ${eventJson("e")} AS event FROM lock_events e
                     WHERE e.company_id = ${companyId}::uuid AND e.seq > ${afterSeq.toString()}::bigint AND e.seq < (SELECT horizon FROM h)
                     ORDER BY e.seq LIMIT ${first}::int) p), '[]'::json) AS events,
                  (SELECT horizon FROM h)::text AS horizon, (SELECT ceiling FROM h)::text AS ceiling,
-                 ${prunedColumns(companyId, afterSeq)}`),
+                 ${prunedColumns(companyId, afterSeq)}`,
+        ),
       );
       const pruned = { pruned_through: row.pruned_through, pruned_next: row.pruned_next };
       return { events: row.events, horizon: BigInt(row.horizon), ceiling: BigInt(row.ceiling), startedAt, pruned };
@@ -128,12 +131,15 @@ export class LedgerReader {
     return this.shared(`last:${companyId}`, async () => {
       const row = await queryOne<{ seq: string }>(
         this.db,
-        statement("READ_LEDGER_END", sql`
+        statement(
+          "READ_LEDGER_END",
+          sql`
           -- (never below what retention dropped: a stream starting there would be refused)
           SELECT greatest(coalesce(max(seq), 0),
                           coalesce((SELECT through_seq FROM lock_events_pruned WHERE company_id = ${companyId}::uuid), 0))::text AS seq
             FROM lock_events
-           WHERE company_id = ${companyId}::uuid AND seq < (SELECT baton_event_horizon())`),
+           WHERE company_id = ${companyId}::uuid AND seq < (SELECT baton_event_horizon())`,
+        ),
       );
       return BigInt(row.seq);
     });
@@ -156,9 +162,12 @@ export class LedgerReader {
   private async readOldestTransactionSeconds(): Promise<number> {
     const row = await queryOne<{ s: number | null }>(
       this.db,
-      statement("OLDEST_TRANSACTION_SECONDS", sql`SELECT extract(epoch FROM clock_timestamp() - least(
+      statement(
+        "OLDEST_TRANSACTION_SECONDS",
+        sql`SELECT extract(epoch FROM clock_timestamp() - least(
                    (SELECT min(xact_start) FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND datname = current_database()),
-                   (SELECT min(prepared) FROM pg_prepared_xacts)))::float8 AS s`),
+                   (SELECT min(prepared) FROM pg_prepared_xacts)))::float8 AS s`,
+      ),
     );
     return row.s ?? 0;
   }

@@ -178,8 +178,7 @@ async function* streamEvents(
 ): AsyncGenerator<LockEvent> {
   const pageSize = options.pageSize ?? 500;
   const openedAt = performance.now();
-  const matches = (e: LockEvent) =>
-    (!filter.issueId || e.issueId === filter.issueId) && (!filter.agentId || e.agentId === filter.agentId);
+  const matches = (e: LockEvent) => (!filter.issueId || e.issueId === filter.issueId) && (!filter.agentId || e.agentId === filter.agentId);
   const bell = new Doorbell();
   const announced = new Announcements();
   /** A read is due: a replay, a reconnect (messages may have been lost), a full page, or too many announcements to remember. */
@@ -203,7 +202,10 @@ async function* streamEvents(
   const subscribing = bus.subscribe(filter.companyId, (event) => announce(BigInt(event.seq)));
   const unsubscribe = await Promise.race([subscribing, abandoned]);
   if (!unsubscribe) {
-    subscribing.then((later) => later(), () => {}); // let go of the channel once the SUBSCRIBE completes
+    subscribing.then(
+      (later) => later(),
+      () => {},
+    ); // let go of the channel once the SUBSCRIBE completes
     return;
   }
   const stopReconnect = bus.onReconnect(() => {
@@ -252,7 +254,8 @@ async function* streamEvents(
         }
       }
       announced.settle(last, page, page.events.length < pageSize);
-      if (page.events.length === pageSize) dirty = true; // more to read at once
+      if (page.events.length === pageSize)
+        dirty = true; // more to read at once
       else if (announced.waiting) {
         // An announced event is not final yet (an older transaction is still
         // open) or committed after a shared read began: read again shortly.

@@ -19,7 +19,6 @@ import { errorFields } from "../log.js";
 
 export type Nudge = (latestSeq: bigint) => void;
 
-
 interface PollRow {
   id: string;
   seq: string;
@@ -75,13 +74,16 @@ export class LedgerWatcher {
       // oldest held-back event has waited (both from the (company_id, seq) key).
       const rows = await queryAll<PollRow>(
         this.db,
-        statement("WATCH_LEDGER", sql`
+        statement(
+          "WATCH_LEDGER",
+          sql`
           WITH h AS MATERIALIZED (SELECT baton_event_horizon() AS horizon)
           SELECT c.id::text,
                  coalesce((SELECT max(e.seq) FROM lock_events e WHERE e.company_id = c.id AND e.seq < (SELECT horizon FROM h)), 0)::text AS seq,
                  (SELECT extract(epoch FROM clock_timestamp() - min(e.at)) * 1000 FROM lock_events e
                    WHERE e.company_id = c.id AND e.seq >= (SELECT horizon FROM h))::float8 AS held_ms
-            FROM unnest(${[...this.byCompany.keys()]}::uuid[]) AS c(id)`),
+            FROM unnest(${[...this.byCompany.keys()]}::uuid[]) AS c(id)`,
+        ),
       );
       let held = 0;
       for (const row of rows) {
@@ -104,14 +106,17 @@ export class LedgerWatcher {
   private async warnHeldBack(heldMs: number): Promise<void> {
     const holder = await queryOne<Holder | undefined>(
       this.db,
-      statement("FIND_OLDEST_OPEN_TRANSACTION", sql`
+      statement(
+        "FIND_OLDEST_OPEN_TRANSACTION",
+        sql`
         SELECT a.pid, a.usename::text, a.application_name, a.client_addr::text, a.state,
                extract(epoch FROM clock_timestamp() - a.xact_start)::float8 AS open_s,
                (SELECT p.gid FROM pg_prepared_xacts p ORDER BY age(p.transaction) DESC LIMIT 1) AS prepared_gid
           FROM (SELECT 1) one
           LEFT JOIN LATERAL (SELECT * FROM pg_stat_activity s
                               WHERE s.backend_xid IS NOT NULL AND s.datname = current_database()
-                              ORDER BY age(s.backend_xid) DESC LIMIT 1) a ON true`),
+                              ORDER BY age(s.backend_xid) DESC LIMIT 1) a ON true`,
+      ),
     ).catch(() => undefined);
     this.log("warn", "lock events are held back by an open transaction: subscribers receive them when it ends", {
       heldBackSeconds: Math.round(heldMs / 1000),

@@ -108,4 +108,3 @@ export function requireCompanyOverseer(ctx: Context, companyId: string): string 
 export function readScope(ctx: Context): string | null {
   return requirePrincipal(ctx).companyId;
 }
-

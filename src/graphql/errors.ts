@@ -54,8 +54,7 @@ export function maskError(log: Logger, metrics: Metrics) {
   return (error: unknown, message: string): Error => {
     const located = error instanceof GraphQLError ? error : null;
     const original = located?.originalError ?? error;
-    const clientError = (msg: string, extensions: Record<string, unknown>) =>
-      new GraphQLError(msg, { nodes: located?.nodes, path: located?.path, extensions });
+    const clientError = (msg: string, extensions: Record<string, unknown>) => new GraphQLError(msg, { nodes: located?.nodes, path: located?.path, extensions });
     if (original instanceof InvalidInputError) return clientError(original.message, { code: "BAD_USER_INPUT" });
     if (original instanceof ForbiddenError) return clientError(original.message, { code: "FORBIDDEN" });
     if (original instanceof NotFoundError) return clientError(original.message, { code: "NOT_FOUND" });
@@ -112,7 +111,10 @@ export function maskError(log: Logger, metrics: Metrics) {
     const away = unavailability(original);
     if (away) {
       // The database is away: the client's to retry, not a bug (no stack in the log).
-      const lastLine = String((original as Error)?.message ?? original).split("\n").filter(Boolean).at(-1);
+      const lastLine = String((original as Error)?.message ?? original)
+        .split("\n")
+        .filter(Boolean)
+        .at(-1);
       log("warn", "database unavailable", { error: lastLine, kind: away, path: located?.path?.join(".") });
       return clientError(
         away === "unreachable"

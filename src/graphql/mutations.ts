@@ -133,9 +133,7 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: CreateIssueInputRef, required: true }) },
     resolve: async (_root, { input }, ctx) => {
       const companyId = requireBoard(ctx);
-      const [issue] = await createIssues(ctx.services.locks, companyId, [
-        { ...input, assigneeAgentId: optionalId("assigneeAgentId", input.assigneeAgentId) },
-      ]);
+      const [issue] = await createIssues(ctx.services.locks, companyId, [{ ...input, assigneeAgentId: optionalId("assigneeAgentId", input.assigneeAgentId) }]);
       ctx.services.bus.announceIssues(companyId, [issue!.id]);
       return issue!;
     },
@@ -152,7 +150,10 @@ builder.mutationFields((t) => ({
         companyId,
         inputs.map((input, n) => ({ ...input, assigneeAgentId: optionalId(`inputs[${n}].assigneeAgentId`, input.assigneeAgentId) })),
       );
-      ctx.services.bus.announceIssues(companyId, issues.map((i) => i.id));
+      ctx.services.bus.announceIssues(
+        companyId,
+        issues.map((i) => i.id),
+      );
       return issues;
     },
   }),
@@ -177,10 +178,15 @@ builder.mutationFields((t) => ({
     type: ForceReleaseResultRef,
     args: { issueId: t.arg.id({ required: true }), reason: t.arg.string({ required: true }) },
     resolve: (_root, { issueId, reason }, ctx) =>
-      answered(ctx, "forceReleaseIssue", { issueId }, forceReleaseIssue(ctx.services.locks, requireBoard(ctx), {
-        issueId: validateId("issueId", issueId),
-        reason,
-      })),
+      answered(
+        ctx,
+        "forceReleaseIssue",
+        { issueId },
+        forceReleaseIssue(ctx.services.locks, requireBoard(ctx), {
+          issueId: validateId("issueId", issueId),
+          reason,
+        }),
+      ),
   }),
 
   setConcurrencyLimit: t.field({
@@ -195,8 +201,7 @@ builder.mutationFields((t) => ({
 
   runHeartbeat: t.field({
     type: HeartbeatTickRef,
-    description:
-      "The scheduler tick: for each agent of the caller's company with claimable work, start a run and claim that agent's next issue.",
+    description: "The scheduler tick: for each agent of the caller's company with claimable work, start a run and claim that agent's next issue.",
     resolve: (_root, _args, ctx) =>
       tickScheduler(ctx.services.locks, requireBoard(ctx)).then((tick) => {
         ctx.services.metrics.firstClaims(tick.claims.map((c) => c.issue));
@@ -240,22 +245,32 @@ builder.mutationFields((t) => ({
       includeUnassigned: t.arg.boolean({ defaultValue: false }),
     },
     resolve: (_root, args, ctx) =>
-      answered(ctx, "claimIssue", args, claimIssue(ctx.services.locks, requireAgent(ctx), {
-        runId: validateId("runId", args.runId),
-        issueId: optionalId("issueId", args.issueId),
-        expectedStatuses: args.expectedStatuses,
-        includeUnassigned: args.includeUnassigned,
-      })),
+      answered(
+        ctx,
+        "claimIssue",
+        args,
+        claimIssue(ctx.services.locks, requireAgent(ctx), {
+          runId: validateId("runId", args.runId),
+          issueId: optionalId("issueId", args.issueId),
+          expectedStatuses: args.expectedStatuses,
+          includeUnassigned: args.includeUnassigned,
+        }),
+      ),
   }),
 
   acquireExecution: t.field({
     type: AcquireExecutionResultRef,
     args: { runId: t.arg.id({ required: true }), issueId: t.arg.id({ required: true }) },
     resolve: (_root, args, ctx) =>
-      answered(ctx, "acquireExecution", args, acquireExecution(ctx.services.locks, requireAgent(ctx), {
-        runId: validateId("runId", args.runId),
-        issueId: validateId("issueId", args.issueId),
-      })),
+      answered(
+        ctx,
+        "acquireExecution",
+        args,
+        acquireExecution(ctx.services.locks, requireAgent(ctx), {
+          runId: validateId("runId", args.runId),
+          issueId: validateId("issueId", args.issueId),
+        }),
+      ),
   }),
 
   releaseIssue: t.field({
@@ -267,12 +282,17 @@ builder.mutationFields((t) => ({
       reason: t.arg.string(),
     },
     resolve: (_root, args, ctx) =>
-      answered(ctx, "releaseIssue", args, releaseIssue(ctx.services.locks, requireAgent(ctx), {
-        runId: validateId("runId", args.runId),
-        issueId: validateId("issueId", args.issueId),
-        outcome: args.outcome,
-        reason: args.reason,
-      })),
+      answered(
+        ctx,
+        "releaseIssue",
+        args,
+        releaseIssue(ctx.services.locks, requireAgent(ctx), {
+          runId: validateId("runId", args.runId),
+          issueId: validateId("issueId", args.issueId),
+          outcome: args.outcome,
+          reason: args.reason,
+        }),
+      ),
   }),
 
   claimIssues: t.field({
@@ -290,12 +310,17 @@ builder.mutationFields((t) => ({
       }),
     },
     resolve: (_root, args, ctx) =>
-      answered(ctx, "claimIssues", args, claimIssues(ctx.services.locks, requireAgent(ctx), {
-        runId: validateId("runId", args.runId),
-        limit: args.limit,
-        includeUnassigned: args.includeUnassigned,
-        acquireExecution: args.acquireExecution,
-      })),
+      answered(
+        ctx,
+        "claimIssues",
+        args,
+        claimIssues(ctx.services.locks, requireAgent(ctx), {
+          runId: validateId("runId", args.runId),
+          limit: args.limit,
+          includeUnassigned: args.includeUnassigned,
+          acquireExecution: args.acquireExecution,
+        }),
+      ),
   }),
 
   releaseIssues: t.field({
@@ -308,11 +333,16 @@ builder.mutationFields((t) => ({
       reason: t.arg.string(),
     },
     resolve: (_root, args, ctx) =>
-      answered(ctx, "releaseIssues", { runId: args.runId }, releaseIssues(ctx.services.locks, requireAgent(ctx), {
-        runId: validateId("runId", args.runId),
-        issueIds: args.issueIds.map((id, n) => validateId(`issueIds[${n}]`, id)),
-        outcome: args.outcome,
-        reason: args.reason,
-      })),
+      answered(
+        ctx,
+        "releaseIssues",
+        { runId: args.runId },
+        releaseIssues(ctx.services.locks, requireAgent(ctx), {
+          runId: validateId("runId", args.runId),
+          issueIds: args.issueIds.map((id, n) => validateId(`issueIds[${n}]`, id)),
+          outcome: args.outcome,
+          reason: args.reason,
+        }),
+      ),
   }),
 }));

@@ -48,9 +48,7 @@ export function boardAssets() {
       try {
         body = await readFile(new URL(entry.file, DIR));
       } catch {
-        return void res
-          .writeHead(503, { "content-type": "text/plain" })
-          .end("the board is not built: run `npm run build` (npm ci does it) and reload\n");
+        return void res.writeHead(503, { "content-type": "text/plain" }).end("the board is not built: run `npm run build` (npm ci does it) and reload\n");
       }
       cache.set(entry.file, body);
     }

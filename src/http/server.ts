@@ -39,7 +39,11 @@ export function httpServer(deps: HttpServerDeps): HttpServer {
           const away = unavailability(err);
           if (away) deps.log("warn", "request failed: database unavailable", { kind: away });
           else deps.log("error", "request failed", errorFields(err));
-          if (!res.headersSent) void refuse(res, 503, "the request could not be served; try again", { code: away ? "UNAVAILABLE" : "INTERNAL_SERVER_ERROR", ...(away ? { outcome: "NOT_APPLIED" } : {}) });
+          if (!res.headersSent)
+            void refuse(res, 503, "the request could not be served; try again", {
+              code: away ? "UNAVAILABLE" : "INTERNAL_SERVER_ERROR",
+              ...(away ? { outcome: "NOT_APPLIED" } : {}),
+            });
           else res.destroy();
         });
       });
@@ -52,7 +56,13 @@ export function httpServer(deps: HttpServerDeps): HttpServer {
       // Listening comes first: a WebSocket server attached before would also be handed a failure to listen
       // (graphql-ws prints it with its stack), where the one line below says what to do.
       await new Promise<void>((resolve, reject) => {
-        server!.once("error", (err: NodeJS.ErrnoException) => reject(err.code === "EADDRINUSE" ? new Error(`port ${port} on ${host} is in use by another program: stop it, or set PORT to a free port (PORT=0 picks one)`) : err));
+        server!.once("error", (err: NodeJS.ErrnoException) =>
+          reject(
+            err.code === "EADDRINUSE"
+              ? new Error(`port ${port} on ${host} is in use by another program: stop it, or set PORT to a free port (PORT=0 picks one)`)
+              : err,
+          ),
+        );
         server!.listen(port, host, () => resolve());
       });
       sockets = serveWebSockets(server, deps.websockets);

@@ -65,7 +65,13 @@ export interface WebSocketDeps {
 
 /** The same error with a code. */
 function coded(err: GraphQLError, code: string): GraphQLError {
-  return new GraphQLError(err.message, { nodes: err.nodes, source: err.source, positions: err.positions, path: err.path, extensions: { ...err.extensions, code } });
+  return new GraphQLError(err.message, {
+    nodes: err.nodes,
+    source: err.source,
+    positions: err.positions,
+    path: err.path,
+    extensions: { ...err.extensions, code },
+  });
 }
 
 /** Message types a client may send (graphql-transport-ws). */
@@ -174,9 +180,14 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
         }
         if (!getOperationAST(document, params.operationName)) {
           return [
-            new GraphQLError(params.operationName ? `no operation named "${params.operationName}" in the document` : "the document holds several operations: name the one to run (operationName)", {
-              extensions: { code: "OPERATION_RESOLUTION_FAILURE" },
-            }),
+            new GraphQLError(
+              params.operationName
+                ? `no operation named "${params.operationName}" in the document`
+                : "the document holds several operations: name the one to run (operationName)",
+              {
+                extensions: { code: "OPERATION_RESOLUTION_FAILURE" },
+              },
+            ),
           ];
         }
         const args = {

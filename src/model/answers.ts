@@ -4,9 +4,21 @@
 // BAD_USER_INPUT, NOT_FOUND) are answers here too, with nothing changed.
 import type { Issue, IssueStatus, Run, RunStatus } from "./state.js";
 
-export interface IssueClaimed { __typename: "IssueClaimed"; issue: Issue; runId: string; alreadyHeld: boolean; adopted: boolean }
-export interface IssuesClaimed { __typename: "IssuesClaimed"; issues: Issue[]; runId: string }
-export interface NoIssueAvailable { __typename: "NoIssueAvailable" }
+export interface IssueClaimed {
+  __typename: "IssueClaimed";
+  issue: Issue;
+  runId: string;
+  alreadyHeld: boolean;
+  adopted: boolean;
+}
+export interface IssuesClaimed {
+  __typename: "IssuesClaimed";
+  issues: Issue[];
+  runId: string;
+}
+export interface NoIssueAvailable {
+  __typename: "NoIssueAvailable";
+}
 export interface CheckoutConflict {
   __typename: "CheckoutConflict";
   issueId: string;
@@ -16,31 +28,110 @@ export interface CheckoutConflict {
   executionRunId: string | null;
   holderRunIsLive: boolean;
 }
-export interface ExecutionConflict { __typename: "ExecutionConflict"; issueId: string; ownerAgentId: string | null; ownerRunId: string | null }
-export interface UnexpectedStatus { __typename: "UnexpectedStatus"; issueId: string; status: IssueStatus; expectedStatuses: IssueStatus[] }
-export interface AttemptsExhausted { __typename: "AttemptsExhausted"; issueId: string; attemptCount: number; maxAttempts: number }
-export interface ConcurrencyLimitReached { __typename: "ConcurrencyLimitReached"; key: string; maxActive: number }
-export interface NotCheckedOut { __typename: "NotCheckedOut"; issueId: string }
-export interface NotLockOwner { __typename: "NotLockOwner"; issueId: string; ownerRunId: string | null }
-export interface RunNotActive { __typename: "RunNotActive"; runId: string; status: RunStatus | null }
-export interface IssueNotFound { __typename: "IssueNotFound"; issueId: string }
-export interface InvalidTransition { __typename: "InvalidTransition"; issueId: string; from: IssueStatus; to: IssueStatus }
-export interface ExecutionAcquired { __typename: "ExecutionAcquired"; issue: Issue; alreadyHeld: boolean }
-export interface IssueReleased { __typename: "IssueReleased"; issue: Issue }
-export interface IssuesReleased { __typename: "IssuesReleased"; issues: Issue[]; refused: (NotLockOwner | InvalidTransition | IssueNotFound)[] }
-export interface IssueUpdated { __typename: "IssueUpdated"; issue: Issue }
-export interface RunUpdated { __typename: "RunUpdated"; run: Run }
+export interface ExecutionConflict {
+  __typename: "ExecutionConflict";
+  issueId: string;
+  ownerAgentId: string | null;
+  ownerRunId: string | null;
+}
+export interface UnexpectedStatus {
+  __typename: "UnexpectedStatus";
+  issueId: string;
+  status: IssueStatus;
+  expectedStatuses: IssueStatus[];
+}
+export interface AttemptsExhausted {
+  __typename: "AttemptsExhausted";
+  issueId: string;
+  attemptCount: number;
+  maxAttempts: number;
+}
+export interface ConcurrencyLimitReached {
+  __typename: "ConcurrencyLimitReached";
+  key: string;
+  maxActive: number;
+}
+export interface NotCheckedOut {
+  __typename: "NotCheckedOut";
+  issueId: string;
+}
+export interface NotLockOwner {
+  __typename: "NotLockOwner";
+  issueId: string;
+  ownerRunId: string | null;
+}
+export interface RunNotActive {
+  __typename: "RunNotActive";
+  runId: string;
+  status: RunStatus | null;
+}
+export interface IssueNotFound {
+  __typename: "IssueNotFound";
+  issueId: string;
+}
+export interface InvalidTransition {
+  __typename: "InvalidTransition";
+  issueId: string;
+  from: IssueStatus;
+  to: IssueStatus;
+}
+export interface ExecutionAcquired {
+  __typename: "ExecutionAcquired";
+  issue: Issue;
+  alreadyHeld: boolean;
+}
+export interface IssueReleased {
+  __typename: "IssueReleased";
+  issue: Issue;
+}
+export interface IssuesReleased {
+  __typename: "IssuesReleased";
+  issues: Issue[];
+  refused: (NotLockOwner | InvalidTransition | IssueNotFound)[];
+}
+export interface IssueUpdated {
+  __typename: "IssueUpdated";
+  issue: Issue;
+}
+export interface RunUpdated {
+  __typename: "RunUpdated";
+  run: Run;
+}
 /** startRun's answer (the GraphQL HeartbeatRun). */
-export interface RunStarted { __typename: "HeartbeatRun"; run: Run }
-export interface HeartbeatTick { __typename: "HeartbeatTick"; runs: Run[]; claims: IssueClaimed[] }
+export interface RunStarted {
+  __typename: "HeartbeatRun";
+  run: Run;
+}
+export interface HeartbeatTick {
+  __typename: "HeartbeatTick";
+  runs: Run[];
+  claims: IssueClaimed[];
+}
 /** One recovery sweep's counts (SweepCounts in src/locks/recovery/sweep.ts). */
-export interface SweepCounts { __typename: "SweepCounts"; timedOutRuns: number; recoveredIssues: number; escalatedIssues: number }
+export interface SweepCounts {
+  __typename: "SweepCounts";
+  timedOutRuns: number;
+  recoveredIssues: number;
+  escalatedIssues: number;
+}
 /** disableAgent's and enableAgent's answer (the GraphQL Agent): whether it is disabled now, and the reason disableAgent was given (trimmed; null once enabled). */
-export interface AgentAnswer { __typename: "Agent"; agentId: string; disabled: boolean; disabledReason: string | null }
+export interface AgentAnswer {
+  __typename: "Agent";
+  agentId: string;
+  disabled: boolean;
+  disabledReason: string | null;
+}
 /** The model's clock moved (no API verb: time passing). */
-export interface Ticked { __typename: "Ticked"; clock: number }
+export interface Ticked {
+  __typename: "Ticked";
+  clock: number;
+}
 /** A GraphQL error: nothing changed. */
-export interface ErrorAnswer { __typename: "Error"; code: "FORBIDDEN" | "BAD_USER_INPUT" | "NOT_FOUND"; message: string }
+export interface ErrorAnswer {
+  __typename: "Error";
+  code: "FORBIDDEN" | "BAD_USER_INPUT" | "NOT_FOUND";
+  message: string;
+}
 
 export type ClaimIssueResult =
   | IssueClaimed

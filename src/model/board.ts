@@ -94,7 +94,10 @@ export function updateIssue(state: State, args: { issueId: string; input: Update
     executionRunId: next === "IN_PROGRESS" ? cur.executionRunId : null,
   };
   const same =
-    after.assigneeAgentId === cur.assigneeAgentId && after.concurrencyKey === cur.concurrencyKey && after.maxAttempts === cur.maxAttempts && next === cur.status;
+    after.assigneeAgentId === cur.assigneeAgentId &&
+    after.concurrencyKey === cur.concurrencyKey &&
+    after.maxAttempts === cur.maxAttempts &&
+    next === cur.status;
   const newState = same ? state : withIssue(state, after);
   const events =
     next === cur.status ? [] : [eventFor(after, "STATUS_CHANGED", cur.checkoutRunId, agentOf(state, cur.checkoutRunId), `${cur.status} -> ${next}`)];

@@ -5,17 +5,7 @@
 import type { ClaimIssueResult, ClaimIssuesResult } from "./answers.js";
 import { badInput, issueNotFound } from "./answers.js";
 import { refuseRun } from "./runs.js";
-import {
-  attemptsAfterDeath,
-  clearLocks,
-  eventFor,
-  inStatementOrder,
-  isActive,
-  isClaimable,
-  isExpired,
-  isLive,
-  keyRoom,
-} from "./rules.js";
+import { attemptsAfterDeath, clearLocks, eventFor, inStatementOrder, isActive, isClaimable, isExpired, isLive, keyRoom } from "./rules.js";
 import type { Event, Issue, IssueStatus, State, Step } from "./state.js";
 import { UNKEYED, findIssue, findRun, priorityRank, withIssue, withRun } from "./state.js";
 
@@ -307,4 +297,3 @@ export function claimIssues(
   }
   return { answer: { __typename: "IssuesClaimed", issues, runId: args.runId }, state: serveKeys(after, issues), events: inStatementOrder(events) };
 }
-

@@ -173,7 +173,11 @@ export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
     if (first) out.push({ verb: "finishRun", agentId: first.agentId, runId: first.id, status: "RUNNING" });
     out.push({ verb: "forceReleaseIssue", issueId: issues[0]!, reason: "  " }, { verb: "updateIssue", issueId: issues[0]!, input: { maxAttempts: 0 } });
     if (alphabet.agentSwitches ?? true) {
-      out.push({ verb: "disableAgent", agentId, reason: "  " }, { verb: "disableAgent", agentId: "agent-unknown", reason: "operator" }, { verb: "enableAgent", agentId: "agent-unknown" });
+      out.push(
+        { verb: "disableAgent", agentId, reason: "  " },
+        { verb: "disableAgent", agentId: "agent-unknown", reason: "operator" },
+        { verb: "enableAgent", agentId: "agent-unknown" },
+      );
     }
   }
   for (const issueId of known) {

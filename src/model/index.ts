@@ -8,7 +8,17 @@
 export * from "./state.js";
 export * from "./answers.js";
 export * from "./rules.js";
-export { claimCandidates, keyTurns, serveKeys, takeInClaimOrder, claimNext, checkoutIfExpected, claimIssue, claimIssues, CLAIMABLE_STATUSES } from "./claims.js";
+export {
+  claimCandidates,
+  keyTurns,
+  serveKeys,
+  takeInClaimOrder,
+  claimNext,
+  checkoutIfExpected,
+  claimIssue,
+  claimIssues,
+  CLAIMABLE_STATUSES,
+} from "./claims.js";
 export { acquireExecution } from "./execution.js";
 export { releaseIssue, releaseIssues } from "./release.js";
 export { refuseRun, startRun, heartbeatRun, finishRun, releaseAllHeldBy } from "./runs.js";

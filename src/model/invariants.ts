@@ -64,8 +64,22 @@ const HOLD_ENDS_TO_OPEN_OR_ESCALATED: [IssueStatus, IssueStatus][] = [
 export const TRANSITIONS: readonly TransitionRow[] = [
   ...rows(["claimIssue", "claimIssues", "runHeartbeat"], [["OPEN", "CLAIMED"]], ["CLAIMED"]),
   ...rows(["claimIssues"], [["OPEN", "IN_PROGRESS"]], ["CLAIMED", "EXECUTION_ACQUIRED"]),
-  ...rows(["claimIssue"], [["CLAIMED", "CLAIMED"], ["IN_PROGRESS", "CLAIMED"]], ["ADOPTED"]),
-  ...rows(["claimIssue"], [["CLAIMED", "ESCALATED"], ["IN_PROGRESS", "ESCALATED"]], ["ESCALATED"]),
+  ...rows(
+    ["claimIssue"],
+    [
+      ["CLAIMED", "CLAIMED"],
+      ["IN_PROGRESS", "CLAIMED"],
+    ],
+    ["ADOPTED"],
+  ),
+  ...rows(
+    ["claimIssue"],
+    [
+      ["CLAIMED", "ESCALATED"],
+      ["IN_PROGRESS", "ESCALATED"],
+    ],
+    ["ESCALATED"],
+  ),
   ...rows(["acquireExecution"], [["CLAIMED", "IN_PROGRESS"]], ["EXECUTION_ACQUIRED"]),
   ...rows(
     ["releaseIssue", "releaseIssues"],
@@ -74,10 +88,39 @@ export const TRANSITIONS: readonly TransitionRow[] = [
   ),
   ...rows(["finishRun"], HOLD_ENDS_TO_OPEN_OR_ESCALATED, ["RELEASED"]),
   ...rows(["forceReleaseIssue"], HOLD_ENDS_TO_OPEN_OR_ESCALATED, ["FORCE_RELEASED"]),
-  ...rows(["sweep"], [["CLAIMED", "OPEN"], ["IN_PROGRESS", "OPEN"]], ["RECOVERED"]),
-  ...rows(["sweep"], [["CLAIMED", "ESCALATED"], ["IN_PROGRESS", "ESCALATED"], ["OPEN", "ESCALATED"]], ["ESCALATED"]),
-  ...rows(["disableAgent"], [["CLAIMED", "OPEN"], ["IN_PROGRESS", "OPEN"]], ["RECOVERED"]),
-  ...rows(["disableAgent"], [["CLAIMED", "ESCALATED"], ["IN_PROGRESS", "ESCALATED"]], ["ESCALATED"]),
+  ...rows(
+    ["sweep"],
+    [
+      ["CLAIMED", "OPEN"],
+      ["IN_PROGRESS", "OPEN"],
+    ],
+    ["RECOVERED"],
+  ),
+  ...rows(
+    ["sweep"],
+    [
+      ["CLAIMED", "ESCALATED"],
+      ["IN_PROGRESS", "ESCALATED"],
+      ["OPEN", "ESCALATED"],
+    ],
+    ["ESCALATED"],
+  ),
+  ...rows(
+    ["disableAgent"],
+    [
+      ["CLAIMED", "OPEN"],
+      ["IN_PROGRESS", "OPEN"],
+    ],
+    ["RECOVERED"],
+  ),
+  ...rows(
+    ["disableAgent"],
+    [
+      ["CLAIMED", "ESCALATED"],
+      ["IN_PROGRESS", "ESCALATED"],
+    ],
+    ["ESCALATED"],
+  ),
   ...rows(
     ["updateIssue"],
     [
@@ -103,11 +146,15 @@ export const lockChanged = (a: Issue, b: Issue): boolean =>
 export function changes(before: State, step: Step<Answer>): { before: Issue; after: Issue; events: Event[] }[] {
   if (memo.before === before && memo.step === step) return memo.value;
   if (step.state.issues === before.issues && step.events.length === 0) return remember(before, step, []);
-  return remember(before, step, step.state.issues.flatMap((after) => {
-    const was = before.issues.find((i) => i.id === after.id)!;
-    const events = step.events.filter((e) => e.issueId === after.id);
-    return was === after && events.length === 0 ? [] : [{ before: was, after, events }];
-  }));
+  return remember(
+    before,
+    step,
+    step.state.issues.flatMap((after) => {
+      const was = before.issues.find((i) => i.id === after.id)!;
+      const events = step.events.filter((e) => e.issueId === after.id);
+      return was === after && events.length === 0 ? [] : [{ before: was, after, events }];
+    }),
+  );
 }
 
 // changes() of the last transition, which every transition invariant asks for in turn
@@ -128,13 +175,14 @@ export function attemptsCharged(event: Event, before: Issue): number {
   const holderDied =
     event.kind === "ADOPTED" ||
     event.kind === "RECOVERED" ||
-    (event.kind === "ESCALATED" && event.reason !== null && ["HOLDER_DEAD", "LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING", "AGENT_DISABLED"].includes(event.reason));
+    (event.kind === "ESCALATED" &&
+      event.reason !== null &&
+      ["HOLDER_DEAD", "LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING", "AGENT_DISABLED"].includes(event.reason));
   return holderDied && before.status === "CLAIMED" ? 1 : 0;
 }
 
 const AGENT_VERBS: readonly Verb[] = ["claimIssue", "claimIssues", "acquireExecution", "releaseIssue", "releaseIssues", "finishRun", "heartbeatRun"];
-const actingRun = (c: Command): { agentId: string; runId: string } | null =>
-  "runId" in c && "agentId" in c ? { agentId: c.agentId, runId: c.runId } : null;
+const actingRun = (c: Command): { agentId: string; runId: string } | null => ("runId" in c && "agentId" in c ? { agentId: c.agentId, runId: c.runId } : null);
 
 // ---------------------------------------------------------------------------
 // Invariants over one state.
@@ -158,9 +206,7 @@ export const STATE_INVARIANTS: readonly StateInvariant[] = [
     name: "at most one holder, and the holder is a run of the company",
     doc: "docs/invariants.md #1",
     check: (s) =>
-      firstFailure(s.issues, (i) =>
-        i.checkoutRunId !== null && !findRun(s, i.checkoutRunId) ? `${i.id} is held by unknown run ${i.checkoutRunId}` : null,
-      ),
+      firstFailure(s.issues, (i) => (i.checkoutRunId !== null && !findRun(s, i.checkoutRunId) ? `${i.id} is held by unknown run ${i.checkoutRunId}` : null)),
   },
   {
     name: "counters in range: attemptCount >= 0, lockEpoch >= 0, maxAttempts 1–100",
@@ -175,7 +221,9 @@ export const STATE_INVARIANTS: readonly StateInvariant[] = [
     doc: "docs/lifecycle.md, Attempts and lockEpoch",
     check: (s) =>
       firstFailure(s.issues, (i) =>
-        (i.status === "IN_PROGRESS" && i.attemptCount < 1) || (isActive(i.status) && i.lockEpoch < 1) ? `${i.id} is ${i.status} with attempts ${i.attemptCount}, epoch ${i.lockEpoch}` : null,
+        (i.status === "IN_PROGRESS" && i.attemptCount < 1) || (isActive(i.status) && i.lockEpoch < 1)
+          ? `${i.id} is ${i.status} with attempts ${i.attemptCount}, epoch ${i.lockEpoch}`
+          : null,
       ),
   },
   {
@@ -239,7 +287,9 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
     check: (before, c, step) =>
       firstFailure(changes(before, step), ({ before: b, after: a, events }) => {
         const handovers = events.filter((e) => e.kind === "CLAIMED" || e.kind === "ADOPTED").length;
-        return a.lockEpoch === b.lockEpoch + handovers ? null : `${c.verb}: ${a.id} epoch ${b.lockEpoch} -> ${a.lockEpoch} with ${handovers} change(s) of hands`;
+        return a.lockEpoch === b.lockEpoch + handovers
+          ? null
+          : `${c.verb}: ${a.id} epoch ${b.lockEpoch} -> ${a.lockEpoch} with ${handovers} change(s) of hands`;
       }),
   },
   {
@@ -248,7 +298,9 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
     check: (before, c, step) =>
       firstFailure(changes(before, step), ({ before: b, after: a, events }) => {
         const charged = events.reduce((n, e) => n + attemptsCharged(e, b), 0);
-        return a.attemptCount === b.attemptCount + charged ? null : `${c.verb}: ${a.id} attempts ${b.attemptCount} -> ${a.attemptCount}, events charge ${charged}`;
+        return a.attemptCount === b.attemptCount + charged
+          ? null
+          : `${c.verb}: ${a.id} attempts ${b.attemptCount} -> ${a.attemptCount}, events charge ${charged}`;
       }),
   },
   {
@@ -256,7 +308,10 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
     doc: "docs/invariants.md #5",
     check: (before, c, step) =>
       firstFailure(changes(before, step), ({ before: b, after: a }) => {
-        for (const [was, now] of [[b.checkoutRunId, a.checkoutRunId], [b.executionRunId, a.executionRunId]] as const) {
+        for (const [was, now] of [
+          [b.checkoutRunId, a.checkoutRunId],
+          [b.executionRunId, a.executionRunId],
+        ] as const) {
           if (now === null || now === was) continue;
           // a run started by this very command (runHeartbeat) did not exist before: it must be live after
           const existed = findRun(before, now);
@@ -287,7 +342,11 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
     check: (before, c, step) => {
       if (c.verb !== "releaseIssue" && c.verb !== "releaseIssues") return null;
       return firstFailure(changes(before, step), ({ before: b, after: a }) =>
-        b.checkoutRunId !== c.runId ? `${c.runId} released ${a.id}, held by ${b.checkoutRunId}` : a.status === "DONE" && b.status !== "IN_PROGRESS" ? `${a.id} went DONE from ${b.status}` : null,
+        b.checkoutRunId !== c.runId
+          ? `${c.runId} released ${a.id}, held by ${b.checkoutRunId}`
+          : a.status === "DONE" && b.status !== "IN_PROGRESS"
+            ? `${a.id} went DONE from ${b.status}`
+            : null,
       );
     },
   },
@@ -297,7 +356,8 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
     check: (before, c, step) =>
       firstFailure(changes(before, step), ({ before: b, after: a }) => {
         if (b.status === "OPEN" && isActive(a.status) && b.attemptCount >= b.maxAttempts) return `${c.verb} claimed exhausted ${a.id}`;
-        if (a.status === "IN_PROGRESS" && b.status !== "IN_PROGRESS" && a.attemptCount > a.maxAttempts) return `${c.verb} started attempt ${a.attemptCount} of ${a.maxAttempts} on ${a.id}`;
+        if (a.status === "IN_PROGRESS" && b.status !== "IN_PROGRESS" && a.attemptCount > a.maxAttempts)
+          return `${c.verb} started attempt ${a.attemptCount} of ${a.maxAttempts} on ${a.id}`;
         if (a.status === "OPEN" && b.status !== "OPEN" && a.attemptCount >= a.maxAttempts) return `${c.verb} returned exhausted ${a.id} to OPEN`;
         return null;
       }),
@@ -319,24 +379,27 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
     name: "a lease is extended only while live; a run times out only when expired; a terminal run stays as it is",
     doc: "docs/invariants.md #6, #7, #17",
     check: (before, c, step) =>
-      step.state.runs === before.runs ? null : firstFailure(step.state.runs, (r) => {
-        const was = before.runs.find((x) => x.id === r.id);
-        if (!was) {
-          const starts = c.verb === "startRun" || c.verb === "runHeartbeat";
-          return starts && r.leaseExpiresAt === before.clock + before.leaseLength ? null : `${c.verb} created run ${r.id}`;
-        }
-        if (was === r) return null;
-        if (was.status !== "RUNNING") return `${c.verb} changed terminal run ${r.id}`;
-        if (r.leaseExpiresAt !== was.leaseExpiresAt && !(r.status === "RUNNING" && isLive(was, before.clock))) return `${c.verb} moved the lease of dead run ${r.id}`;
-        if (r.status === "TIMED_OUT" && isExpired(was, before.clock)) return null;
-        if (r.status !== "RUNNING") {
-          // disableAgent cancels every RUNNING run of its agent, live or expired
-          if (c.verb === "disableAgent" && r.agentId === c.agentId && r.status === "CANCELLED") return null;
-          const finishing = (c.verb === "finishRun" && c.runId === r.id) || c.verb === "runHeartbeat";
-          return finishing && isLive(was, before.clock) ? null : `${c.verb} ended run ${r.id} (${r.status})`;
-        }
-        return null;
-      }),
+      step.state.runs === before.runs
+        ? null
+        : firstFailure(step.state.runs, (r) => {
+            const was = before.runs.find((x) => x.id === r.id);
+            if (!was) {
+              const starts = c.verb === "startRun" || c.verb === "runHeartbeat";
+              return starts && r.leaseExpiresAt === before.clock + before.leaseLength ? null : `${c.verb} created run ${r.id}`;
+            }
+            if (was === r) return null;
+            if (was.status !== "RUNNING") return `${c.verb} changed terminal run ${r.id}`;
+            if (r.leaseExpiresAt !== was.leaseExpiresAt && !(r.status === "RUNNING" && isLive(was, before.clock)))
+              return `${c.verb} moved the lease of dead run ${r.id}`;
+            if (r.status === "TIMED_OUT" && isExpired(was, before.clock)) return null;
+            if (r.status !== "RUNNING") {
+              // disableAgent cancels every RUNNING run of its agent, live or expired
+              if (c.verb === "disableAgent" && r.agentId === c.agentId && r.status === "CANCELLED") return null;
+              const finishing = (c.verb === "finishRun" && c.runId === r.id) || c.verb === "runHeartbeat";
+              return finishing && isLive(was, before.clock) ? null : `${c.verb} ended run ${r.id} (${r.status})`;
+            }
+            return null;
+          }),
   },
   {
     name: "finishRun releases everything the run held, at no attempt's cost",
@@ -359,7 +422,10 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
         switch (e.kind) {
           case "CLAIMED":
           case "EXECUTION_ACQUIRED":
-            expected = c.verb === "runHeartbeat" ? { runId: e.runId, agentId: findRun(step.state, e.runId)?.agentId ?? "?", reasons: [null] } : { ...actingRun(c)!, reasons: [null] };
+            expected =
+              c.verb === "runHeartbeat"
+                ? { runId: e.runId, agentId: findRun(step.state, e.runId)?.agentId ?? "?", reasons: [null] }
+                : { ...actingRun(c)!, reasons: [null] };
             break;
           case "ADOPTED":
             expected = { ...actingRun(c)!, reasons: ["HOLDER_DEAD"] };
@@ -368,7 +434,12 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
             expected =
               c.verb === "finishRun"
                 ? { ...actingRun(c)!, reasons: ["RUN_FINISHED"] }
-                : { ...actingRun(c)!, reasons: [c.verb === "releaseIssue" || c.verb === "releaseIssues" ? (c.reason?.trim() ? `${c.outcome}: ${c.reason.trim()}` : c.outcome) : "?"] };
+                : {
+                    ...actingRun(c)!,
+                    reasons: [
+                      c.verb === "releaseIssue" || c.verb === "releaseIssues" ? (c.reason?.trim() ? `${c.outcome}: ${c.reason.trim()}` : c.outcome) : "?",
+                    ],
+                  };
             break;
           case "RECOVERED":
             expected =
@@ -406,7 +477,8 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
       if (c.verb !== "disableAgent" && c.verb !== "enableAgent") return null;
       const answer = step.answer;
       const reason = c.verb === "disableAgent" ? c.reason.trim() : null;
-      const refusal = reason === "" || (reason !== null && [...reason].length > 1000) ? "BAD_USER_INPUT" : before.agents.includes(c.agentId) ? null : "NOT_FOUND";
+      const refusal =
+        reason === "" || (reason !== null && [...reason].length > 1000) ? "BAD_USER_INPUT" : before.agents.includes(c.agentId) ? null : "NOT_FOUND";
       if (refusal) {
         if (answer.__typename !== "Error" || answer.code !== refusal) return `${describe(c)} answered ${answer.__typename}, not Error ${refusal}`;
         return step.state === before && step.events.length === 0 ? null : `${describe(c)} was refused but changed something`;
@@ -419,7 +491,10 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
       if (step.state.disabled.includes(c.agentId) !== disabling || others(step.state) !== others(before)) {
         return `${describe(c)} left the disabled agents [${step.state.disabled.join(",")}]`;
       }
-      if (!disabling) return step.state.issues === before.issues && step.state.runs === before.runs && step.events.length === 0 ? null : "enableAgent changed more than the flag";
+      if (!disabling)
+        return step.state.issues === before.issues && step.state.runs === before.runs && step.events.length === 0
+          ? null
+          : "enableAgent changed more than the flag";
       if (step.state.runs.length !== before.runs.length) return `disableAgent changed the number of runs`;
       const runFailure = firstFailure(before.runs, (r) => {
         const now = step.state.runs.find((x) => x.id === r.id)!;
@@ -443,7 +518,12 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
         }
         const e = events[0];
         const kind: LockEventKind = status === "ESCALATED" ? "ESCALATED" : "RECOVERED";
-        return events.length === 1 && e!.kind === kind && e!.reason === "AGENT_DISABLED" && e!.runId === b.checkoutRunId && e!.agentId === c.agentId && e!.status === status
+        return events.length === 1 &&
+          e!.kind === kind &&
+          e!.reason === "AGENT_DISABLED" &&
+          e!.runId === b.checkoutRunId &&
+          e!.agentId === c.agentId &&
+          e!.status === status
           ? null
           : `disableAgent(${c.agentId}) wrote [${events.map((x) => `${x.kind} ${x.reason} ${x.runId}/${x.agentId}`).join("; ")}] for ${b.id}, not one ${kind} AGENT_DISABLED naming ${b.checkoutRunId}/${c.agentId}`;
       });
@@ -486,13 +566,19 @@ export function recoveryFreesEverything(state: State): string | null {
 /** The state invariants plus the two recovery promises, as one list (every reachable state must pass them all). */
 export const REACHABLE_STATE_CHECKS: readonly StateInvariant[] = [
   ...STATE_INVARIANTS,
-  { name: "every exhausted issue escalates, and every dead run's lock is freed, after one sweep", doc: "docs/invariants.md #8, #9; SEMANTICS.md, lockAudit", check: oneSweepCleansUp },
+  {
+    name: "every exhausted issue escalates, and every dead run's lock is freed, after one sweep",
+    doc: "docs/invariants.md #8, #9; SEMANTICS.md, lockAudit",
+    check: oneSweepCleansUp,
+  },
   { name: "no state from which recovery cannot free everything", doc: "docs/invariants.md #8", check: recoveryFreesEverything },
 ];
 
 /** The initial state's promises: nothing held, nothing counted yet. */
 export function checkInitial(state: State): string | null {
   return firstFailure(state.issues, (i) =>
-    i.attemptCount === 0 && i.lockEpoch === 0 && i.checkoutRunId === null && (i.status === "OPEN" || i.status === "BACKLOG") ? null : `initial ${i.id} is not as createIssue leaves it`,
+    i.attemptCount === 0 && i.lockEpoch === 0 && i.checkoutRunId === null && (i.status === "OPEN" || i.status === "BACKLOG")
+      ? null
+      : `initial ${i.id} is not as createIssue leaves it`,
   );
 }

@@ -161,8 +161,7 @@ export function initialState(input: InitialStateInput): State {
 export const priorityRank = (p: IssuePriority): number => ISSUE_PRIORITIES.indexOf(p);
 
 export const findIssue = (state: State, issueId: string): Issue | undefined => state.issues.find((i) => i.id === issueId);
-export const findRun = (state: State, runId: string | null): Run | undefined =>
-  runId === null ? undefined : state.runs.find((r) => r.id === runId);
+export const findRun = (state: State, runId: string | null): Run | undefined => (runId === null ? undefined : state.runs.find((r) => r.id === runId));
 
 /** The state with `issue` in place of the issue of the same id. */
 export function withIssue(state: State, issue: Issue): State {

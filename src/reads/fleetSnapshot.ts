@@ -37,7 +37,9 @@ export interface FleetSnapshot {
  * company: the cost grows with companies and agents, never with the issues
  * or the ledger.
  */
-const fleetFigures = statement("FLEET_SNAPSHOT", sql`
+const fleetFigures = statement(
+  "FLEET_SNAPSHOT",
+  sql`
   SELECT
     (SELECT coalesce(json_agg(json_build_object('companyId', c.id, 'seconds', extract(epoch FROM now() - o.oldest)::float8) ORDER BY c.id), '[]'::json)
        FROM companies c
@@ -68,7 +70,8 @@ const fleetFigures = statement("FLEET_SNAPSHOT", sql`
     coalesce((SELECT extract(epoch FROM now() - min(e.at))::float8 FROM companies c
                CROSS JOIN LATERAL (SELECT l.at FROM lock_events l WHERE l.company_id = c.id ORDER BY l.seq LIMIT 1) e), 0) AS "oldestEventSeconds",
     -- contiguous from now: a partition beyond a missing day does not count
-    (extract(epoch FROM baton_ledger_covered_until() - now()) / 86400)::float8 AS "ledgerDaysAhead"`);
+    (extract(epoch FROM baton_ledger_covered_until() - now()) / 86400)::float8 AS "ledgerDaysAhead"`,
+);
 
 /** Reads fleetFigures at most once every SNAPSHOT_MAX_AGE_MS, however often it is asked; concurrent askers share one read. */
 export class FleetSnapshots {

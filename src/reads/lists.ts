@@ -22,8 +22,11 @@ export async function getCompany(db: Queryable, id: string): Promise<Company | n
 export async function listCompanies(db: Queryable, first: number): Promise<Company[]> {
   const rows = await queryAll<{ company: Company }>(
     db,
-    statement("LIST_COMPANIES", sql`SELECT ${COMPANY_JSON} AS company
-          FROM companies c ORDER BY c.name, c.id LIMIT ${first}::int`),
+    statement(
+      "LIST_COMPANIES",
+      sql`SELECT ${COMPANY_JSON} AS company
+          FROM companies c ORDER BY c.name, c.id LIMIT ${first}::int`,
+    ),
   );
   return rows.map((r) => r.company);
 }
@@ -31,8 +34,11 @@ export async function listCompanies(db: Queryable, first: number): Promise<Compa
 export async function listAgents(db: Queryable, companyId: string): Promise<Agent[]> {
   const rows = await queryAll<{ agent: Agent }>(
     db,
-    statement("LIST_AGENTS", sql`SELECT ${agentJson("a")} AS agent
-          FROM agents a WHERE a.company_id = ${companyId}::uuid ORDER BY a.created_at, a.id`),
+    statement(
+      "LIST_AGENTS",
+      sql`SELECT ${agentJson("a")} AS agent
+          FROM agents a WHERE a.company_id = ${companyId}::uuid ORDER BY a.created_at, a.id`,
+    ),
   );
   return rows.map((r) => r.agent);
 }
@@ -42,8 +48,11 @@ export async function getIssues(db: Queryable, ids: readonly string[], companyId
   if (ids.length === 0) return [];
   const rows = await queryAll<{ issue: Issue }>(
     db,
-    statement("READ_ISSUES_BY_ID", sql`SELECT ${issueJson("i")} AS issue FROM issues i
-         WHERE i.id = ANY(${[...ids]}::uuid[]) AND (${companyId}::uuid IS NULL OR i.company_id = ${companyId}::uuid)`),
+    statement(
+      "READ_ISSUES_BY_ID",
+      sql`SELECT ${issueJson("i")} AS issue FROM issues i
+         WHERE i.id = ANY(${[...ids]}::uuid[]) AND (${companyId}::uuid IS NULL OR i.company_id = ${companyId}::uuid)`,
+    ),
   );
   return rows.map((r) => r.issue);
 }
@@ -61,14 +70,17 @@ export async function listIssues(
 ): Promise<IssuePage> {
   const rows = await queryAll<{ issue: Issue }>(
     db,
-    statement("LIST_ISSUES_PAGE", sql`SELECT ${issueJson("i")} AS issue FROM issues i
+    statement(
+      "LIST_ISSUES_PAGE",
+      sql`SELECT ${issueJson("i")} AS issue FROM issues i
          WHERE i.company_id = ${companyId}::uuid
            AND (${filter.status ?? null}::issue_status[] IS NULL OR i.status = ANY(${filter.status ?? null}::issue_status[]))
            AND (${filter.assigneeAgentId ?? null}::uuid IS NULL OR i.assignee_agent_id = ${filter.assigneeAgentId ?? null}::uuid)
            AND (${filter.afterId ?? null}::uuid IS NULL OR (i.created_at, i.id) > (
                  SELECT a.created_at, a.id FROM issues a WHERE a.id = ${filter.afterId ?? null}::uuid AND a.company_id = ${companyId}::uuid))
          ORDER BY i.created_at, i.id
-         LIMIT ${filter.first + 1}::int`),
+         LIMIT ${filter.first + 1}::int`,
+    ),
   );
   return { issues: rows.slice(0, filter.first).map((r) => r.issue), hasNextPage: rows.length > filter.first };
 }
@@ -76,8 +88,11 @@ export async function listIssues(
 export async function getRun(db: Queryable, id: string, companyId: string | null): Promise<Run | null> {
   const row = await queryOne<{ run: Run } | undefined>(
     db,
-    statement("READ_RUN", sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
-         WHERE r.id = ${id}::uuid AND (${companyId}::uuid IS NULL OR r.company_id = ${companyId}::uuid)`),
+    statement(
+      "READ_RUN",
+      sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
+         WHERE r.id = ${id}::uuid AND (${companyId}::uuid IS NULL OR r.company_id = ${companyId}::uuid)`,
+    ),
   );
   return row?.run ?? null;
 }
@@ -86,11 +101,14 @@ export async function getRun(db: Queryable, id: string, companyId: string | null
 export async function listRuns(db: Queryable, companyId: string, status: RunStatus[] | null, first: number): Promise<Run[]> {
   const rows = await queryAll<{ run: Run }>(
     db,
-    statement("LIST_RUNS", sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
+    statement(
+      "LIST_RUNS",
+      sql`SELECT ${runJson("r")} AS run FROM heartbeat_runs r
          WHERE r.company_id = ${companyId}::uuid
            AND (${status}::run_status[] IS NULL OR r.status = ANY(${status}::run_status[]))
          ORDER BY r.started_at DESC, r.id DESC
-         LIMIT ${first}::int`),
+         LIMIT ${first}::int`,
+    ),
   );
   return rows.map((r) => r.run);
 }
@@ -131,13 +149,16 @@ export async function listLockEvents(
     // so a reader that resumes after the last seq of a page never skips one; and one
     // resuming where retention dropped events (EVENTS_PRUNED), or after a seq this cluster
     // has not made (SEQ_AHEAD), is refused: same snapshot.
-    statement("LIST_LOCK_EVENTS", sql`SELECT coalesce((SELECT json_agg(p.event ORDER BY ${pageOrder}) FROM (
+    statement(
+      "LIST_LOCK_EVENTS",
+      sql`SELECT coalesce((SELECT json_agg(p.event ORDER BY ${pageOrder}) FROM (
          SELECT e.seq, ${eventJson("e")} AS event FROM lock_events e
          WHERE ${matches}
          ORDER BY ${order}
          LIMIT ${filter.first}::int + ${beyond}) p), '[]'::json) AS events,
        (SELECT baton_event_ceiling())::text AS ceiling,
-       ${prunedColumns(companyId, afterSeq ?? 0n)}`),
+       ${prunedColumns(companyId, afterSeq ?? 0n)}`,
+    ),
   );
   if (afterSeq !== null) {
     refuseAhead(afterSeq, BigInt(row.ceiling));

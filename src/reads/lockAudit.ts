@@ -16,7 +16,9 @@ export interface LockAudit {
 export async function lockAudit(db: Db, companyId: string): Promise<LockAudit> {
   return queryOne<LockAudit>(
     db,
-    statement("READ_LOCK_AUDIT", sql`
+    statement(
+      "READ_LOCK_AUDIT",
+      sql`
       SELECT
         -- a CLAIMED event while the issue's previous event left it held by another run
         (SELECT count(*)::int FROM (
@@ -51,6 +53,7 @@ export async function lockAudit(db: Db, companyId: string): Promise<LockAudit> {
                                  AND i.assignee_agent_id IS NULL))) AS "miscountedKeys",
         (SELECT coalesce(json_agg(json_build_object('attemptCount', h.attempt_count, 'issues', h.n) ORDER BY h.attempt_count), '[]'::json)
            FROM (SELECT attempt_count, count(*)::int AS n FROM issues WHERE company_id = ${companyId}::uuid GROUP BY attempt_count) h
-        ) AS "attemptHistogram"`),
+        ) AS "attemptHistogram"`,
+    ),
   );
 }

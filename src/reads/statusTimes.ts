@@ -76,7 +76,9 @@ const ledgerEnd = statement("STATUS_TIMES_START", sql`SELECT baton_event_horizon
  */
 function statusTimes(after: bigint, lagging: ReadonlyMap<string, bigint>, perRead: number, minPerCompany: number) {
   const slack = sql`interval '1 hour'`;
-  return statement("STATUS_TIMES", sql`
+  return statement(
+    "STATUS_TIMES",
+    sql`
     WITH h AS MATERIALIZED (SELECT baton_event_horizon() AS horizon),
     share AS MATERIALIZED (SELECT greatest(${minPerCompany}::int, ${perRead}::int / greatest(count(*), 1)::int) AS n FROM companies),
     batch AS MATERIALIZED (
@@ -144,7 +146,8 @@ function statusTimes(after: bigint, lagging: ReadonlyMap<string, bigint>, perRea
               FROM (SELECT company_id, count(*)::int AS n, max(seq) AS last_seq, max(at) AS last_at FROM batch GROUP BY company_id) g) AS companies,
            (SELECT coalesce(json_agg(json_build_object('status', t.left_status, 'seconds', greatest(extract(epoch FROM t.at - t.since), 0)::float8,
                                                        'issueId', t.issue_id, 'seq', t.seq::text) ORDER BY t.seq), '[]'::json)
-              FROM kept t) AS times`);
+              FROM kept t) AS times`,
+  );
 }
 
 /**

@@ -47,10 +47,9 @@ export async function ensureLedgerPartitions(db: Sql | string): Promise<string[]
     `/* HAS_LEDGER_PARTITIONS_FUNCTION */ SELECT to_regprocedure('baton_ensure_ledger_partitions(int)') IS NOT NULL AS ok`,
   );
   if (!found[0]?.ok) return [];
-  const { rows } = await db.query<{ name: string }>(
-    `/* ENSURE_LEDGER_PARTITIONS */ SELECT baton_ensure_ledger_partitions($1::int) AS name`,
-    [PARTITION_DAYS_AHEAD],
-  );
+  const { rows } = await db.query<{ name: string }>(`/* ENSURE_LEDGER_PARTITIONS */ SELECT baton_ensure_ledger_partitions($1::int) AS name`, [
+    PARTITION_DAYS_AHEAD,
+  ]);
   return rows.map((r) => r.name);
 }
 
@@ -195,9 +194,7 @@ const KEEPER_EVERY_MS = 60 * 60 * 1000;
 export function keepLedgerPartitions(db: Queryable, log: Logger): () => void {
   const timer = setInterval(() => {
     const ahead = statement("KEEP_LEDGER_PARTITIONS_AHEAD", sql`SELECT count(*)::int AS n FROM baton_ensure_ledger_partitions(${PARTITION_DAYS_AHEAD}::int)`);
-    db.$queryRaw(ahead).catch(
-      (err: unknown) => log("warn", "could not make the ledger's partitions ahead; the next hour tries again", errorFields(err)),
-    );
+    db.$queryRaw(ahead).catch((err: unknown) => log("warn", "could not make the ledger's partitions ahead; the next hour tries again", errorFields(err)));
   }, KEEPER_EVERY_MS);
   timer.unref();
   return () => clearInterval(timer);

@@ -25,7 +25,9 @@ export async function pruneRuns(db: Queryable, retentionDays: number, shouldStop
       // on checkout_run_id covers the execution lock too: issues_lock_pair keeps
       // execution_run_id either NULL or equal to checkout_run_id. SKIP LOCKED: a run a
       // statement is looking at right now is left for the next pass.
-      statement("PRUNE_FINISHED_RUNS", sql`
+      statement(
+        "PRUNE_FINISHED_RUNS",
+        sql`
         WITH doomed AS (
           SELECT r.id FROM heartbeat_runs r
            WHERE r.status <> 'RUNNING' AND r.finished_at < now() - make_interval(days => ${retentionDays}::int)
@@ -36,7 +38,8 @@ export async function pruneRuns(db: Queryable, retentionDays: number, shouldStop
         ), gone AS (
           DELETE FROM heartbeat_runs r USING doomed d WHERE r.id = d.id RETURNING 1
         )
-        SELECT count(*)::int AS n FROM gone`),
+        SELECT count(*)::int AS n FROM gone`,
+      ),
     );
     deleted += row.n;
     if (row.n < RUN_BATCH) break;

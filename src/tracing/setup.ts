@@ -57,7 +57,9 @@ export function tracesExporter(env: NodeJS.ProcessEnv = process.env): "otlp" | "
   if (exporters.includes("none")) return null;
   const unknown = exporters.filter((e) => e !== "otlp" && e !== "console");
   if (unknown.length) throw new ConfigError(`OTEL_TRACES_EXPORTER: Baton exports traces with otlp (over HTTP) or console, not ${unknown.join(", ")}`);
-  const otlp = exporters.includes("otlp") || (!exporters.includes("console") && Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim()));
+  const otlp =
+    exporters.includes("otlp") ||
+    (!exporters.includes("console") && Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim()));
   if (!otlp) return exporters.includes("console") ? "console" : null;
   // Only once traces are to go over OTLP: a protocol set for other signals (an operator's
   // injected environment) must not stop a process that exports no traces.
@@ -117,7 +119,10 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
     import("@opentelemetry/context-async-hooks"),
   ]);
   let starting = true;
-  diag.setLogger(problemLogger(options.log, () => starting), { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
+  diag.setLogger(
+    problemLogger(options.log, () => starting),
+    { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
+  );
   let processor;
   if (options.exporter) processor = new sdk.SimpleSpanProcessor(options.exporter);
   else if (kind === "console") processor = new sdk.BatchSpanProcessor(new sdk.ConsoleSpanExporter());

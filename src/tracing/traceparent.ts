@@ -19,7 +19,8 @@ const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(
 const ZERO_TRACE = "0".repeat(32);
 const ZERO_SPAN = "0".repeat(16);
 // key = simple-key / tenant@system; value: printable ASCII without ',' and '=', not ending in a space.
-const TRACESTATE_MEMBER = /^(?:[a-z][_0-9a-z\-*/]{0,255}|[a-z0-9][_0-9a-z\-*/]{0,240}@[a-z][_0-9a-z\-*/]{0,13})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$/;
+const TRACESTATE_MEMBER =
+  /^(?:[a-z][_0-9a-z\-*/]{0,255}|[a-z0-9][_0-9a-z\-*/]{0,240}@[a-z][_0-9a-z\-*/]{0,13})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$/;
 
 /** The remote parent a `traceparent` names (with its `tracestate`, if that is valid too), or null. */
 export function parseTraceparent(traceparent: unknown, tracestate?: unknown): SpanContext | null {
@@ -39,7 +40,10 @@ export function parseTraceparent(traceparent: unknown, tracestate?: unknown): Sp
 /** A `tracestate` worth passing on, or undefined (too long, too many members, or malformed: dropped whole). */
 function validTracestate(tracestate: unknown): string | undefined {
   if (typeof tracestate !== "string" || tracestate.length === 0 || tracestate.length > MAX_TRACESTATE) return undefined;
-  const members = tracestate.split(",").map((m) => m.trim()).filter((m) => m.length > 0);
+  const members = tracestate
+    .split(",")
+    .map((m) => m.trim())
+    .filter((m) => m.length > 0);
   if (members.length === 0 || members.length > MAX_TRACESTATE_MEMBERS) return undefined;
   return members.every((m) => TRACESTATE_MEMBER.test(m)) ? members.join(",") : undefined;
 }

@@ -23,7 +23,8 @@ interface Imported {
 /** Each relative import of a file: the file it names and the names it takes (`import type` included). */
 function importsOf(file: string, text: string): Imported[] {
   const found: Imported[] = [];
-  const specifiers = /(?:import|export)\s+(type\s+)?(\{[^}]*\}|\*(?:\s+as\s+\w+)?|\w+(?:\s*,\s*\{[^}]*\})?)\s+from\s+["'](\.{1,2}\/[^"']+)["']|import\(\s*["'](\.{1,2}\/[^"']+)["']\s*\)/g;
+  const specifiers =
+    /(?:import|export)\s+(type\s+)?(\{[^}]*\}|\*(?:\s+as\s+\w+)?|\w+(?:\s*,\s*\{[^}]*\})?)\s+from\s+["'](\.{1,2}\/[^"']+)["']|import\(\s*["'](\.{1,2}\/[^"']+)["']\s*\)/g;
   for (const m of text.matchAll(specifiers)) {
     const spec = m[3] ?? m[4]!;
     const target = path.normalize(path.join(path.dirname(file), spec)).replace(/\.js$/, ".ts");
@@ -32,7 +33,13 @@ function importsOf(file: string, text: string): Imported[] {
       ? clause
           .slice(clause.indexOf("{") + 1, clause.indexOf("}"))
           .split(",")
-          .map((n) => n.trim().replace(/^type\s+/, "").split(/\s+as\s+/)[0]!)
+          .map(
+            (n) =>
+              n
+                .trim()
+                .replace(/^type\s+/, "")
+                .split(/\s+as\s+/)[0]!,
+          )
           .filter(Boolean)
       : ("*" as const);
     found.push({ file: target, names });
@@ -48,7 +55,15 @@ const room = (file: string) => file.split(path.sep)[1]!.replace(/\.ts$/, "");
 
 describe("src/ imports", () => {
   it("form no cycle among files", () => {
-    const edges = new Map(sources.map((f) => [f, imports.get(f)!.map((i) => i.file).filter((t) => texts.has(t) && t.startsWith("src"))]));
+    const edges = new Map(
+      sources.map((f) => [
+        f,
+        imports
+          .get(f)!
+          .map((i) => i.file)
+          .filter((t) => texts.has(t) && t.startsWith("src")),
+      ]),
+    );
     const cycles: string[][] = [];
     const state = new Map<string, "open" | "done">();
     const stack: string[] = [];
@@ -68,7 +83,8 @@ describe("src/ imports", () => {
 
   it("never run both ways between two top-level rooms", () => {
     const arrows = new Set<string>();
-    for (const f of sources) for (const i of imports.get(f)!) if (i.file.startsWith("src") && room(f) !== room(i.file)) arrows.add(`${room(f)} → ${room(i.file)}`);
+    for (const f of sources)
+      for (const i of imports.get(f)!) if (i.file.startsWith("src") && room(f) !== room(i.file)) arrows.add(`${room(f)} → ${room(i.file)}`);
     const both = [...arrows].filter((a) => {
       const [from, to] = a.split(" → ");
       return from! < to! && arrows.has(`${to} → ${from}`);

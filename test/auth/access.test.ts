@@ -301,10 +301,7 @@ describe("agent key", () => {
 
   it("cannot list its company's agents or read its lock audit (FORBIDDEN): those are the board's", async () => {
     const agent = acme.agents[0]!.client;
-    for (const read of [
-      () => agent.request(Ops.AgentsDocument, { companyId: acme.id }),
-      () => agent.request(Ops.LockAuditDocument, { companyId: acme.id }),
-    ]) {
+    for (const read of [() => agent.request(Ops.AgentsDocument, { companyId: acme.id }), () => agent.request(Ops.LockAuditDocument, { companyId: acme.id })]) {
       const res = await read();
       expectCode(res, "FORBIDDEN");
       expectNoData(res, "read");

@@ -151,12 +151,19 @@ it("a subscription opened with the old key ends with UNAUTHENTICATED on the othe
   await ws.until((m) => m.some((x) => x.data), "the claim on the WebSocket");
 
   await co.board.ok(RotateAgentKeyDocument, { agentId: agent.id });
-  const ended = await ws.until((m) => m.some((x) => x.errors?.some((e) => e.extensions?.code === "UNAUTHENTICATED")), "the WebSocket subscription to end", WITHIN_MS * 5);
+  const ended = await ws.until(
+    (m) => m.some((x) => x.errors?.some((e) => e.extensions?.code === "UNAUTHENTICATED")),
+    "the WebSocket subscription to end",
+    WITHIN_MS * 5,
+  );
   expect(ended.at(-1)!.errors![0]!.message).toMatch(/revoked/);
   await eventually(() => (ws.closed ? true : undefined), "the socket to close");
   expect(ws.closed!.code).toBe(4403);
   // the SSE stream ends by itself, with the error as its last message
-  const text = await Promise.race([sseText, new Promise<string>((_, reject) => setTimeout(() => reject(new Error("the SSE stream did not end")), WITHIN_MS * 5))]);
+  const text = await Promise.race([
+    sseText,
+    new Promise<string>((_, reject) => setTimeout(() => reject(new Error("the SSE stream did not end")), WITHIN_MS * 5)),
+  ]);
   controller.abort();
   expect(text).toMatch(/"code":"UNAUTHENTICATED"/);
   expect(text).toMatch(/event: complete/);
@@ -188,18 +195,26 @@ it("disabling an agent finishes its runs and frees their locks before it returns
   // one transaction: the run, the issues and the events, all there when the mutation returned
   expect(await h.one("SELECT status FROM heartbeat_runs WHERE id = $1", [run.id])).toEqual({ status: "CANCELLED" });
   expect(await h.one("SELECT status, checkout_run_id, execution_run_id, attempt_count FROM issues WHERE id = $1", [working.id])).toEqual({
-    status: "OPEN", checkout_run_id: null, execution_run_id: null, attempt_count: 1,
+    status: "OPEN",
+    checkout_run_id: null,
+    execution_run_id: null,
+    attempt_count: 1,
   });
   // CLAIMED, its one attempt charged as for any dead run: ESCALATED
   expect(await h.one("SELECT status, checkout_run_id, attempt_count FROM issues WHERE id = $1", [lastTry.id])).toEqual({
-    status: "ESCALATED", checkout_run_id: null, attempt_count: 1,
+    status: "ESCALATED",
+    checkout_run_id: null,
+    attempt_count: 1,
   });
   const events = await h.sql<{ issue_id: string; kind: string; reason: string; run_id: string; agent_id: string }>(
     "SELECT issue_id, kind, reason, run_id, agent_id FROM lock_events WHERE company_id = $1 AND reason = 'AGENT_DISABLED' ORDER BY seq",
     [co.id],
   );
   expect(events.map((e) => [e.issue_id, e.kind])).toEqual(
-    [[working.id, "RECOVERED"], [lastTry.id, "ESCALATED"]].sort((x, y) => (x[0]! < y[0]! ? -1 : 1)),
+    [
+      [working.id, "RECOVERED"],
+      [lastTry.id, "ESCALATED"],
+    ].sort((x, y) => (x[0]! < y[0]! ? -1 : 1)),
   );
   expect(events.every((e) => e.run_id === run.id && e.agent_id === agent.id)).toBe(true);
   // the other agent keeps its hold
@@ -209,7 +224,11 @@ it("disabling an agent finishes its runs and frees their locks before it returns
   expect(await agent.client.errorCode(Ops.HeartbeatRunDocument, { runId: run.id })).toBe("UNAUTHENTICATED");
   await refusedWithin(onB(agent.client.token), WITHIN_MS);
   // a run cannot start for it even past the key check (a request authenticated just before): START_RUN refuses
-  const actor = { companyId: co.id, agentId: agent.id, agentNameKey: (await h.one<{ k: string }>("SELECT name_key AS k FROM agents WHERE id = $1", [agent.id])).k };
+  const actor = {
+    companyId: co.id,
+    agentId: agent.id,
+    agentNameKey: (await h.one<{ k: string }>("SELECT name_key AS k FROM agents WHERE id = $1", [agent.id])).k,
+  };
   await expect(startRun(h.app.services.locks, actor)).rejects.toThrow(/disabled/);
   // the scheduler gives it no run, though it has work assigned
   const { runHeartbeat } = await co.board.ok(Ops.RunHeartbeatDocument, {});
@@ -324,14 +343,19 @@ it("disabling an agent while it claims and starts runs on both instances leaves 
   await eventually(() => ((outcomes.get("IssueClaimed") ?? 0) >= 10 ? true : undefined), "the claimers to be claiming");
   await co.board.ok(DisableAgentDocument, { agentId: agent.id, reason: "racing" });
   // every claimer is refused within a second, on either instance, and stops by itself
-  await Promise.race([Promise.all(claimers), new Promise((_, reject) => setTimeout(() => reject(new Error("claimers still accepted")), WITHIN_MS * 5))]).finally(() => (stop = true));
+  await Promise.race([
+    Promise.all(claimers),
+    new Promise((_, reject) => setTimeout(() => reject(new Error("claimers still accepted")), WITHIN_MS * 5)),
+  ]).finally(() => (stop = true));
   expect(outcomes.get("UNAUTHENTICATED")).toBe(4);
   expect(await h.one("SELECT count(*)::int AS n FROM heartbeat_runs WHERE agent_id = $1 AND status = 'RUNNING'", [agent.id])).toEqual({ n: 0 });
-  expect(
-    await h.one("SELECT count(*)::int AS n FROM issues i JOIN heartbeat_runs r ON r.id = i.checkout_run_id WHERE r.agent_id = $1", [agent.id]),
-  ).toEqual({ n: 0 });
+  expect(await h.one("SELECT count(*)::int AS n FROM issues i JOIN heartbeat_runs r ON r.id = i.checkout_run_id WHERE r.agent_id = $1", [agent.id])).toEqual({
+    n: 0,
+  });
   // every claim was taken back with one event, and charged one attempt (each died CLAIMED)
-  const { n: recovered } = await h.one<{ n: number }>("SELECT count(*)::int AS n FROM lock_events WHERE company_id = $1 AND reason = 'AGENT_DISABLED'", [co.id]);
+  const { n: recovered } = await h.one<{ n: number }>("SELECT count(*)::int AS n FROM lock_events WHERE company_id = $1 AND reason = 'AGENT_DISABLED'", [
+    co.id,
+  ]);
   const { n: claimed } = await h.one<{ n: number }>("SELECT count(*)::int AS n FROM lock_events WHERE company_id = $1 AND kind = 'CLAIMED'", [co.id]);
   expect(recovered).toBe(claimed);
   expect(await h.one("SELECT coalesce(sum(attempt_count), 0)::int AS n FROM issues WHERE company_id = $1", [co.id])).toEqual({ n: claimed });
@@ -340,7 +364,12 @@ it("disabling an agent while it claims and starts runs on both instances leaves 
 it("a scheduler tick that reads an agent just before it is disabled skips it and serves the others", async () => {
   const co = await createCompany(h, 2);
   const [a, b] = co.agents as [Company["agents"][0], Company["agents"][0]];
-  await co.board.ok(Ops.CreateIssuesDocument, { inputs: [{ title: "a's", assigneeAgentId: a.id }, { title: "b's", assigneeAgentId: b.id }] });
+  await co.board.ok(Ops.CreateIssuesDocument, {
+    inputs: [
+      { title: "a's", assigneeAgentId: a.id },
+      { title: "b's", assigneeAgentId: b.id },
+    ],
+  });
   // disableAgent's first transaction, held open: the tick lists A (its snapshot), then START_RUN waits for A's row
   const held = new pg.Client({ connectionString: h.database.url });
   await held.connect();
@@ -349,7 +378,9 @@ it("a scheduler tick that reads an agent just before it is disabled skips it and
     await held.query("UPDATE agents SET disabled_at = now(), disabled_reason = 'racing the tick' WHERE id = $1", [a.id]);
     const tick = co.board.request(Ops.RunHeartbeatDocument, {});
     await eventually(async () => {
-      const { rows } = await held.query("SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid WHERE NOT l.granted AND s.datname = current_database()");
+      const { rows } = await held.query(
+        "SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid WHERE NOT l.granted AND s.datname = current_database()",
+      );
       return rows[0].n > 0 ? true : undefined;
     }, "START_RUN to wait for the agent row");
     await held.query("COMMIT");

@@ -30,7 +30,8 @@ afterAll(async () => {
 });
 
 const newKey = async (): Promise<string> =>
-  (await admin.query("INSERT INTO api_keys (company_id, role, key_hash) VALUES ($1, 'BOARD', $2) RETURNING id", [companyId, randomBytes(16).toString("hex")])).rows[0].id;
+  (await admin.query("INSERT INTO api_keys (company_id, role, key_hash) VALUES ($1, 'BOARD', $2) RETURNING id", [companyId, randomBytes(16).toString("hex")]))
+    .rows[0].id;
 const REVOKE = "UPDATE api_keys SET revoked_at = now(), revoked_xid = pg_current_xact_id() WHERE id = $1";
 
 /** A poll whose revocations land in `polls`, one entry per poll: the key ids it read. */

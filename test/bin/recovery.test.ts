@@ -37,8 +37,7 @@ afterAll(async () => {
 });
 
 /** The lease of these runs ends in an hour: a test that expires them itself must not depend on the 1 s lease outlasting a loaded machine. */
-const holdLeases = (runIds: string[]) =>
-  h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() + interval '1 hour' WHERE id = ANY($1)", [runIds]);
+const holdLeases = (runIds: string[]) => h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() + interval '1 hour' WHERE id = ANY($1)", [runIds]);
 
 interface Proc {
   child: ChildProcess;
@@ -64,7 +63,14 @@ function node(script: string, args: string[], env: Record<string, string | undef
 const recovery = (args: string[] = [], env: Record<string, string | undefined> = {}) =>
   node("src/bin/recovery.ts", args, { DATABASE_URL: h.database.url, BATON_RECOVERY_INTERVAL_MS: String(INTERVAL_MS), ...env });
 
-const parsed = (p: Proc) => p.lines.flatMap((l) => { try { return [JSON.parse(l) as Record<string, unknown>]; } catch { return []; } });
+const parsed = (p: Proc) =>
+  p.lines.flatMap((l) => {
+    try {
+      return [JSON.parse(l) as Record<string, unknown>];
+    } catch {
+      return [];
+    }
+  });
 
 describe("recovery, with real processes", () => {
   // docs/invariants.md #8: dead runs never strand work, and recovery never touches a live lock
@@ -167,8 +173,13 @@ describe("recovery, with real processes", () => {
     const day = new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000 - 12 * 86_400_000);
     const name = `lock_events_${day.toISOString().slice(0, 10).replaceAll("-", "")}`;
     await h.sql(`CREATE TABLE ${name} (LIKE lock_events INCLUDING DEFAULTS)`);
-    await h.sql(`ALTER TABLE lock_events ATTACH PARTITION ${name} FOR VALUES FROM ('${day.toISOString()}') TO ('${new Date(day.getTime() + 86_400_000).toISOString()}')`);
-    await h.sql(`INSERT INTO lock_events (company_id, seq, issue_id, kind, status, at) VALUES ($1, 7, gen_random_uuid(), 'CLAIMED', 'CLAIMED', $2)`, [co.id, new Date(day.getTime() + 1000)]);
+    await h.sql(
+      `ALTER TABLE lock_events ATTACH PARTITION ${name} FOR VALUES FROM ('${day.toISOString()}') TO ('${new Date(day.getTime() + 86_400_000).toISOString()}')`,
+    );
+    await h.sql(`INSERT INTO lock_events (company_id, seq, issue_id, kind, status, at) VALUES ($1, 7, gen_random_uuid(), 'CLAIMED', 'CLAIMED', $2)`, [
+      co.id,
+      new Date(day.getTime() + 1000),
+    ]);
     const [old] = await h.sql<{ id: string }>(
       `INSERT INTO heartbeat_runs (company_id, agent_id, status, started_at, lease_expires_at, finished_at)
        VALUES ($1, $2, 'FAILED', now() - interval '12 days', now() - interval '12 days', now() - interval '11 days') RETURNING id`,

@@ -149,8 +149,13 @@ describe("starting", () => {
       child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
       const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
       // The log's JSON lines aside, what a person reads.
-      const lines = stderr.trim().split("\n").filter((line) => !line.startsWith("{"));
-      expect(lines).toEqual([`baton: could not start: port ${taken} on 127.0.0.1 is in use by another program: stop it, or set PORT to a free port (PORT=0 picks one)`]);
+      const lines = stderr
+        .trim()
+        .split("\n")
+        .filter((line) => !line.startsWith("{"));
+      expect(lines).toEqual([
+        `baton: could not start: port ${taken} on 127.0.0.1 is in use by another program: stop it, or set PORT to a free port (PORT=0 picks one)`,
+      ]);
       expect(code).toBe(1);
     } finally {
       holder.close();
@@ -175,7 +180,12 @@ describe("starting", () => {
       child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
       const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
       expect(stderr).toContain('"msg":"using the embedded PostgreSQL');
-      expect(stderr.trim().split("\n").filter((line) => !line.startsWith("{"))).toEqual([expect.stringMatching(new RegExp(`^baton: could not start: port ${taken} on 127\\.0\\.0\\.1 is in use`))]);
+      expect(
+        stderr
+          .trim()
+          .split("\n")
+          .filter((line) => !line.startsWith("{")),
+      ).toEqual([expect.stringMatching(new RegExp(`^baton: could not start: port ${taken} on 127\\.0\\.0\\.1 is in use`))]);
       expect(code).toBe(1);
       expect(existsSync(pidFile)).toBe(false); // a PostgreSQL that shut down removes it
     } finally {

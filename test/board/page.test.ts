@@ -69,10 +69,11 @@ async function startProxy(target: number): Promise<Proxy> {
     cut() {
       for (const s of sockets) s.destroy();
     },
-    close: () => new Promise<void>((resolve) => {
-      for (const s of sockets) s.destroy();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
   };
 }
 
@@ -87,7 +88,8 @@ async function whoami(token: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: bash scripts/test-prerequisites.sh installs it (npm test runs it first), or set CHROMIUM_PATH`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(`no Chromium at ${CHROMIUM}: bash scripts/test-prerequisites.sh installs it (npm test runs it first), or set CHROMIUM_PATH`);
   h = await startHarness();
   co = await createCompany(h, 2);
   const [agent1, agent2] = co.agents;
@@ -109,7 +111,15 @@ beforeAll(async () => {
   origin = `http://127.0.0.1:${proxy.port}`;
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
   page = await browser.newPage();
   page.on("dialog", (dialog) => {
@@ -217,7 +227,9 @@ it("shows a holder whose lease lapsed as dead, and the row OPEN again after `npm
   const run2 = (await agent2.ok(Ops.StartRunDocument)).startRun.id;
   await agent2.ok(Ops.ClaimIssueDocument, { runId: run2, issueId: issues.lapse });
   await expect.poll(() => cell("Lease will lapse", 0).innerText(), { timeout: 5000 }).toBe("CLAIMED");
-  await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second', last_heartbeat_at = now() - interval '61 seconds' WHERE id = $1", [run2]);
+  await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second', last_heartbeat_at = now() - interval '61 seconds' WHERE id = $1", [
+    run2,
+  ]);
   // The board re-reads runs every 5 s: heartbeats are not lock changes.
   await expect.poll(() => cell("Lease will lapse", 5).innerText(), { timeout: 15_000 }).toContain("dead");
   expect(await cell("Lease will lapse", 5).getAttribute("class")).toContain("beat-dead");
@@ -226,7 +238,10 @@ it("shows a holder whose lease lapsed as dead, and the row OPEN again after `npm
   await expect.poll(() => page.locator("#runs-summary").innerText()).toContain("1 dead but still holding locks");
   await page.getByRole("tab", { name: "Issues" }).click();
 
-  await promisify(execFile)("npm", ["run", "--silent", "recovery", "--", "--once"], { cwd: ROOT, env: { ...process.env, DATABASE_URL: h.database.url, REDIS_URL: "" } });
+  await promisify(execFile)("npm", ["run", "--silent", "recovery", "--", "--once"], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: h.database.url, REDIS_URL: "" },
+  });
   await expect.poll(() => cell("Lease will lapse", 0).innerText(), { timeout: 10_000 }).toBe("OPEN");
   expect(await cell("Lease will lapse", 5).innerText()).toBe("");
 });
@@ -241,7 +256,9 @@ it("force-releases from the page with a typed reason: a FORCE_RELEASED event car
   await dialog.getByLabel("Reason (required)").fill(XSS_REASON);
   await dialog.getByRole("button", { name: "Force release" }).click();
   await expect.poll(() => dialog.locator("#action-answer").innerText()).toBe("IssueReleased: the issue is OPEN.");
-  const event = await h.one<{ kind: string; reason: string }>("SELECT kind, reason FROM lock_events WHERE issue_id = $1 ORDER BY seq DESC LIMIT 1", [issues.force]);
+  const event = await h.one<{ kind: string; reason: string }>("SELECT kind, reason FROM lock_events WHERE issue_id = $1 ORDER BY seq DESC LIMIT 1", [
+    issues.force,
+  ]);
   expect(event).toEqual({ kind: "FORCE_RELEASED", reason: XSS_REASON });
   // The history shows the event, and its reason as text.
   await expect.poll(() => dialog.locator("#detail-history").innerText()).toContain(`FORCE_RELEASED → OPEN`);
@@ -257,7 +274,9 @@ it("force-releases from the page with a typed reason: a FORCE_RELEASED event car
 
 it("raises max attempts of an escalated issue from the page, which reopens it", async () => {
   const agent = co.agents[0]!;
-  const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "Out of attempts", assigneeAgentId: agent.id, maxAttempts: 1, priority: "LOW" } });
+  const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, {
+    input: { title: "Out of attempts", assigneeAgentId: agent.id, maxAttempts: 1, priority: "LOW" },
+  });
   await agent.client.ok(Ops.ClaimIssueDocument, { runId, issueId: createIssue.id });
   await agent.client.ok(Ops.AcquireExecutionDocument, { runId, issueId: createIssue.id });
   await agent.client.ok(Ops.ReleaseIssueDocument, { runId, issueId: createIssue.id, outcome: "FAILED" });
@@ -338,7 +357,9 @@ it("concurrency keys: a Key column and field, a key changed from the panel, and 
   const limit = page.locator("#limits-body tr[data-limit='repo-a']");
   await expect.poll(() => limit.innerText()).toMatch(/^repo-a\s+1 \/ 1 · at limit/);
   expect(await limit.getAttribute("class")).toContain("limit-full");
-  expect(await h.sql("SELECT key, max_active, active FROM concurrency_keys WHERE company_id = $1 AND max_active IS NOT NULL", [co.id])).toEqual([{ key: "repo-a", max_active: 1, active: 1 }]);
+  expect(await h.sql("SELECT key, max_active, active FROM concurrency_keys WHERE company_id = $1 AND max_active IS NOT NULL", [co.id])).toEqual([
+    { key: "repo-a", max_active: 1, active: 1 },
+  ]);
   const { claimIssue } = await agent.client.ok(Ops.ClaimIssueDocument, { runId: run, issueId: two! });
   expect(claimIssue).toMatchObject({ __typename: "ConcurrencyLimitReached", key: "repo-a", maxActive: 1 });
 
@@ -376,7 +397,9 @@ it("concurrency keys: a Key column and field, a key changed from the panel, and 
 
 it("ledger retention: after a drop past which history was pruned, it reloads (not retrying the same afterSeq), says so, and stays live; the issue panel shows the pruned part", async () => {
   const agent = co.agents[0]!;
-  const { createIssue: pruned } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "Claimed while pruned", assigneeAgentId: agent.id, priority: "LOW" } });
+  const { createIssue: pruned } = await co.board.ok(Ops.CreateIssueDocument, {
+    input: { title: "Claimed while pruned", assigneeAgentId: agent.id, priority: "LOW" },
+  });
   await expect.poll(() => cell("Claimed while pruned", 0).innerText(), { timeout: 5000 }).toBe("OPEN");
   // Every subscription the page opens to the lock stream, with the afterSeq it asks for.
   const liveAsks: string[] = [];
@@ -401,7 +424,9 @@ it("ledger retention: after a drop past which history was pruned, it reloads (no
 
     // The notice, the claim it could only learn by reading the issues again, and live again.
     await expect.poll(() => page.locator("#notice").isVisible(), { timeout: 15_000 }).toBe(true);
-    expect(await page.locator("#notice-text").innerText()).toBe(`Events up to #${through} were pruned by retention before the board had read them; the board reloaded.`);
+    expect(await page.locator("#notice-text").innerText()).toBe(
+      `Events up to #${through} were pruned by retention before the board had read them; the board reloaded.`,
+    );
     await expect.poll(() => cell("Claimed while pruned", 0).innerText(), { timeout: 15_000 }).toBe("CLAIMED");
     await expect.poll(() => page.locator("#live").innerText(), { timeout: 15_000 }).toBe("Live");
     // It asked from its old place (refused), then once from past the pruned history, and not from the old place again.
@@ -424,12 +449,16 @@ it("ledger retention: after a drop past which history was pruned, it reloads (no
   await row("Claimed while pruned").getByRole("button").click();
   const dialog = page.getByRole("dialog");
   await expect.poll(() => dialog.locator("#detail-history li").count(), { timeout: 5000 }).toBe(2);
-  expect(await dialog.locator("#detail-history li").first().innerText()).toMatch(/^Events up to #\d+ were pruned by retention: any earlier events of this issue are no longer kept\.$/);
+  expect(await dialog.locator("#detail-history li").first().innerText()).toMatch(
+    /^Events up to #\d+ were pruned by retention: any earlier events of this issue are no longer kept\.$/,
+  );
   expect(await dialog.locator("#detail-history li").nth(1).innerText()).toContain("EXECUTION_ACQUIRED → IN_PROGRESS");
   expect(await dialog.locator("#action-answer").innerText()).toBe("");
   await dialog.getByRole("button", { name: "Close" }).click();
   // An issue younger than anything pruned has its whole history: no such line.
-  const { createIssue: young } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "Born after the pruning", assigneeAgentId: agent.id, priority: "LOW" } });
+  const { createIssue: young } = await co.board.ok(Ops.CreateIssueDocument, {
+    input: { title: "Born after the pruning", assigneeAgentId: agent.id, priority: "LOW" },
+  });
   await agent.client.ok(Ops.ClaimIssueDocument, { runId, issueId: young.id });
   await expect.poll(() => cell("Born after the pruning", 0).innerText(), { timeout: 5000 }).toBe("CLAIMED");
   await row("Born after the pruning").getByRole("button").click();
@@ -456,7 +485,10 @@ it("ledger retention: a company whose every event was pruned loads, goes live wi
     await other.locator("#board[data-loaded='1']").waitFor();
     await expect.poll(() => other.locator("#live").innerText(), { timeout: 15_000 }).toBe("Live");
     await agent.client.ok(Ops.AcquireExecutionDocument, { runId: quietRun, issueId: createIssue.id });
-    const quietCell = other.locator("#issues-body tr", { has: other.getByRole("button", { name: "Quiet one", exact: true }) }).locator("td").nth(0);
+    const quietCell = other
+      .locator("#issues-body tr", { has: other.getByRole("button", { name: "Quiet one", exact: true }) })
+      .locator("td")
+      .nth(0);
     await expect.poll(() => quietCell.innerText(), { timeout: 5000 }).toBe("IN_PROGRESS");
     expect(await other.locator("#notice").isVisible()).toBe(false);
     expect(await other.locator("#live").innerText()).toBe("Live");
@@ -505,7 +537,10 @@ it("a restored ledger: a live stream refused with SEQ_AHEAD reloads from now, sa
     expect(asks.slice(refusedAt + 1).length).toBeGreaterThan(0);
     // Live from now: a claim committed after the reload arrives as it commits.
     await agent.client.ok(Ops.ClaimIssueDocument, { runId: restoredRun, issueId: createIssue.id });
-    const restoredCell = other.locator("#issues-body tr", { has: other.getByRole("button", { name: "After a restore", exact: true }) }).locator("td").nth(0);
+    const restoredCell = other
+      .locator("#issues-body tr", { has: other.getByRole("button", { name: "After a restore", exact: true }) })
+      .locator("td")
+      .nth(0);
     await expect.poll(() => restoredCell.innerText(), { timeout: 5000 }).toBe("CLAIMED");
   } finally {
     await other.close();
@@ -543,7 +578,15 @@ it("agents: rotates an agent's key from the page, shown once with a copy button;
   await shown.getByRole("button", { name: "Done" }).click();
   await expect.poll(() => page.locator("#key-dialog").isVisible()).toBe(false);
   expect(await page.locator("#new-key").inputValue()).toBe("");
-  const kept = await page.evaluate(() => JSON.stringify({ session: { ...sessionStorage }, local: { ...localStorage }, cookie: document.cookie, url: location.href, html: document.documentElement.outerHTML }));
+  const kept = await page.evaluate(() =>
+    JSON.stringify({
+      session: { ...sessionStorage },
+      local: { ...localStorage },
+      cookie: document.cookie,
+      url: location.href,
+      html: document.documentElement.outerHTML,
+    }),
+  );
   expect(kept).not.toContain(newKey);
   expect(consoleLines.join("\n")).not.toContain(newKey);
   agent.client = h.client(newKey);
@@ -580,7 +623,9 @@ it("agents: disabling asks for a reason, frees the agent's locks live and shows 
   expect(await agentRow(agent.id).getAttribute("class")).toContain("agent-disabled");
   expect(await agentRow(agent.id).locator("b").count()).toBe(0);
   expect(await agentRow(agent.id).getByRole("button").allInnerTexts()).toEqual(["Enable"]);
-  const disabled = await h.one<{ disabled_at: Date | null; disabled_reason: string | null }>("SELECT disabled_at, disabled_reason FROM agents WHERE id = $1", [agent.id]);
+  const disabled = await h.one<{ disabled_at: Date | null; disabled_reason: string | null }>("SELECT disabled_at, disabled_reason FROM agents WHERE id = $1", [
+    agent.id,
+  ]);
   expect(disabled.disabled_reason).toBe(reason);
   expect(disabled.disabled_at).toBeInstanceOf(Date);
   expect(await whoami(agent.client.token!)).toBe("UNAUTHENTICATED");
@@ -678,7 +723,9 @@ it("rotates the board key from the page: the page switches to the new key and st
 
     // Still live with the new key: an issue created, then claimed, after the rotation show as they commit, without a sign-in.
     const agent = co.agents[0]!;
-    const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "After the board key rotation", assigneeAgentId: agent.id, priority: "LOW" } });
+    const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, {
+      input: { title: "After the board key rotation", assigneeAgentId: agent.id, priority: "LOW" },
+    });
     await page.getByRole("tab", { name: "Issues" }).click();
     await expect.poll(() => cell("After the board key rotation", 0).innerText(), { timeout: 5000 }).toBe("OPEN");
     const run = (await agent.client.ok(Ops.StartRunDocument)).startRun.id;

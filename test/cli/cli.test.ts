@@ -69,7 +69,10 @@ describe("commands", () => {
     const co = await createCompany(h, 1);
     const board = co.board.token!;
     expect(JSON.parse(await ok(["whoami", "--json"], board))).toMatchObject({ role: "BOARD", companyId: co.id });
-    const created = JSON.parse(await ok(["issue", "create", "--title", "from the CLI", "--priority", "high", "--json"], board)) as { id: string; status: string };
+    const created = JSON.parse(await ok(["issue", "create", "--title", "from the CLI", "--priority", "high", "--json"], board)) as {
+      id: string;
+      status: string;
+    };
     expect(created).toMatchObject({ status: "OPEN", priority: "HIGH" });
     expect((await ok(["issues"], board)).split("\n")[1]).toContain(created.id);
     expect(JSON.parse(await ok(["issue", "show", created.id, "--json"], board))).toMatchObject({ id: created.id, title: "from the CLI" });
@@ -78,7 +81,10 @@ describe("commands", () => {
     const again = baton(["issue", "requeue", created.id], board); // CANCELLED → OPEN is not a board move: a Problem
     expect(await again.exited).toBe(1);
     expect(again.stderr()).toMatch(/^baton: InvalidTransition: /);
-    const events = (await ok(["events", "--json"], board)).trim().split("\n").map((l) => JSON.parse(l) as { kind: string; issueId: string });
+    const events = (await ok(["events", "--json"], board))
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { kind: string; issueId: string });
     expect(events.at(-1)).toMatchObject({ kind: "STATUS_CHANGED", issueId: created.id });
     expect(await ok(["audit"], board)).toMatch(/doubleClaims\s+0/);
   });
@@ -86,12 +92,19 @@ describe("commands", () => {
 
 describe("concurrency keys", () => {
   /** A table's rows as cells: columns are separated by two or more spaces. */
-  const rows = (out: string) => out.trim().split("\n").map((l) => l.split(/ {2,}/));
+  const rows = (out: string) =>
+    out
+      .trim()
+      .split("\n")
+      .map((l) => l.split(/ {2,}/));
 
   it("issue create --key, a KEY column in issues (- for the unkeyed pool), limits and limit set/remove, clean refusals", async () => {
     const co = await createCompany(h, 1);
     const board = co.board.token!;
-    const keyed = JSON.parse(await ok(["issue", "create", "--title", "keyed", "--key", "repo-a", "--assignee", co.agents[0]!.id, "--json"], board)) as { id: string; concurrencyKey: string | null };
+    const keyed = JSON.parse(await ok(["issue", "create", "--title", "keyed", "--key", "repo-a", "--assignee", co.agents[0]!.id, "--json"], board)) as {
+      id: string;
+      concurrencyKey: string | null;
+    };
     expect(keyed.concurrencyKey).toBe("repo-a");
     const plain = JSON.parse(await ok(["issue", "create", "--title", "plain", "--json"], board)) as { id: string; concurrencyKey: string | null };
     expect(plain.concurrencyKey).toBeNull();
@@ -100,14 +113,23 @@ describe("concurrency keys", () => {
     expect(table.find((r) => r[0] === keyed.id)).toEqual([keyed.id, "OPEN", "MEDIUM", "repo-a", "0/3", "0", "keyed"]);
     expect(table.find((r) => r[0] === plain.id)?.[3]).toBe("-");
     expect(JSON.parse(await ok(["issues", "--json"], board))).toEqual(
-      expect.arrayContaining([expect.objectContaining({ id: keyed.id, concurrencyKey: "repo-a" }), expect.objectContaining({ id: plain.id, concurrencyKey: null })]),
+      expect.arrayContaining([
+        expect.objectContaining({ id: keyed.id, concurrencyKey: "repo-a" }),
+        expect.objectContaining({ id: plain.id, concurrencyKey: null }),
+      ]),
     );
     expect(await ok(["issue", "show", keyed.id], board)).toMatch(/^concurrencyKey\s+repo-a$/m);
 
-    expect(rows(await ok(["limit", "set", "repo-a", "1"], board))).toEqual([["KEY", "ACTIVE", "MAX", "STATE"], ["repo-a", "0", "1"]]);
+    expect(rows(await ok(["limit", "set", "repo-a", "1"], board))).toEqual([
+      ["KEY", "ACTIVE", "MAX", "STATE"],
+      ["repo-a", "0", "1"],
+    ]);
     const run = (await co.agents[0]!.client.ok(Ops.StartRunDocument)).startRun;
     expect((await co.agents[0]!.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: keyed.id })).claimIssue.__typename).toBe("IssueClaimed");
-    expect(rows(await ok(["limits"], board))).toEqual([["KEY", "ACTIVE", "MAX", "STATE"], ["repo-a", "1", "1", "at limit"]]);
+    expect(rows(await ok(["limits"], board))).toEqual([
+      ["KEY", "ACTIVE", "MAX", "STATE"],
+      ["repo-a", "1", "1", "at limit"],
+    ]);
     expect(JSON.parse(await ok(["limits", "--json"], board))).toEqual([{ key: "repo-a", maxActive: 1, active: 1 }]);
     expect(rows(await ok(["issues", "--status", "CLAIMED"], board))[1]).toEqual([keyed.id, "CLAIMED", "MEDIUM", "repo-a", "0/3", "1", "keyed"]);
 
@@ -133,7 +155,9 @@ describe("concurrency keys", () => {
   it("baton work gives COMMAND the issue's key, on stdin and as BATON_ISSUE_CONCURRENCY_KEY", async () => {
     const co = await createCompany(h, 1);
     const [id] = await issues(co, 1, { concurrencyKey: "repo-b" });
-    const worker = baton(["work", "--once", "--", "sh", "-c", `echo "key=$BATON_ISSUE_CONCURRENCY_KEY"; cat`], co.agents[0]!.client.token, { BATON_ISSUE_CONCURRENCY_KEY: "inherited" });
+    const worker = baton(["work", "--once", "--", "sh", "-c", `echo "key=$BATON_ISSUE_CONCURRENCY_KEY"; cat`], co.agents[0]!.client.token, {
+      BATON_ISSUE_CONCURRENCY_KEY: "inherited",
+    });
     expect(await worker.exited).toBe(0);
     const [line, stdin] = worker.stdout().split("\n");
     expect(line).toBe("key=repo-b");
@@ -153,7 +177,7 @@ describe("baton work -- COMMAND", () => {
     expect(ran.map((l) => l.split(" ")[0]).sort()).toEqual([...ids].sort());
     expect(ran.every((l) => / 1 no-token \{"id":"/.test(l))).toBe(true); // epoch 1, never the token, and the issue on stdin
     for (const id of ids) expect(await statusOf(id)).toBe("DONE");
-    expect(await (baton(["audit"], co.board.token).exited)).toBe(0);
+    expect(await baton(["audit"], co.board.token).exited).toBe(0);
   });
 
   it("exit 75 requeues, any other exit fails with the last lines of stderr as the reason", async () => {
@@ -178,17 +202,27 @@ describe("baton work -- COMMAND", () => {
     const marker = path.join(scratch, "terminated.txt");
     // The first checkout (epoch 1) runs until stopped; the worker takes the issue again after the
     // force-release (it is OPEN), and that second command (epoch 2) is done at once.
-    const command = ["sh", "-c", `[ "$BATON_LOCK_EPOCH" = 1 ] || exit 0; trap 'echo TERM > ${marker}; exit 143' TERM; echo started; while :; do sleep 0.05; done`];
+    const command = [
+      "sh",
+      "-c",
+      `[ "$BATON_LOCK_EPOCH" = 1 ] || exit 0; trap 'echo TERM > ${marker}; exit 143' TERM; echo started; while :; do sleep 0.05; done`,
+    ];
     const worker = baton(["work", "--", ...command], co.agents[0]!.client.token);
     await eventually(() => (worker.stdout().includes("started") ? true : undefined), "the command to start", 20_000);
-    expect((await co.board.ok(Ops.ForceReleaseDocument, { issueId: id!, reason: "the board takes it back" })).forceReleaseIssue.__typename).toBe("IssueReleased");
-    await eventually(() => {
-      try {
-        return readFileSync(marker, "utf8").includes("TERM") ? true : undefined;
-      } catch {
-        return undefined;
-      }
-    }, "the command to get SIGTERM", 20_000);
+    expect((await co.board.ok(Ops.ForceReleaseDocument, { issueId: id!, reason: "the board takes it back" })).forceReleaseIssue.__typename).toBe(
+      "IssueReleased",
+    );
+    await eventually(
+      () => {
+        try {
+          return readFileSync(marker, "utf8").includes("TERM") ? true : undefined;
+        } catch {
+          return undefined;
+        }
+      },
+      "the command to get SIGTERM",
+      20_000,
+    );
     await eventually(async () => ((await statusOf(id!)) === "DONE" ? true : undefined), "the second checkout to be done", 20_000);
     worker.child.kill("SIGTERM");
     expect(await worker.exited).toBe(0);
@@ -267,11 +301,19 @@ describe("baton work -- COMMAND", () => {
     const [id] = await issues(co, 1);
     const tail = baton(["events", "--follow", "--json"], co.board.token);
     const run = (await co.agents[0]!.client.ok(Ops.StartRunDocument)).startRun;
-    await eventually(async () => {
-      if (!tail.stdout().includes('"CLAIMED"')) await co.agents[0]!.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: id! });
-      return tail.stdout().includes('"CLAIMED"') ? true : undefined;
-    }, "the claim to be printed", 20_000);
-    const lines = tail.stdout().trim().split("\n").map((l) => JSON.parse(l) as { seq: string; kind: string; issueId: string });
+    await eventually(
+      async () => {
+        if (!tail.stdout().includes('"CLAIMED"')) await co.agents[0]!.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: id! });
+        return tail.stdout().includes('"CLAIMED"') ? true : undefined;
+      },
+      "the claim to be printed",
+      20_000,
+    );
+    const lines = tail
+      .stdout()
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { seq: string; kind: string; issueId: string });
     expect(lines.find((l) => l.kind === "CLAIMED")).toMatchObject({ issueId: id });
     expect(new Set(lines.map((l) => l.seq)).size).toBe(lines.length);
     tail.child.kill("SIGTERM");
@@ -368,10 +410,14 @@ describe("keys and agents: rotate-key, disable, enable", () => {
     const [id] = await issues(co, 1);
     const tail = baton(["events", "--follow", "--json"], old);
     const agentRun = (await co.agents[0]!.client.ok(Ops.StartRunDocument)).startRun;
-    await eventually(async () => {
-      if (!tail.stdout().includes('"CLAIMED"')) await co.agents[0]!.client.ok(Ops.ClaimIssueDocument, { runId: agentRun.id, issueId: id! });
-      return tail.stdout().includes('"CLAIMED"') ? true : undefined;
-    }, "the claim to be printed", 20_000);
+    await eventually(
+      async () => {
+        if (!tail.stdout().includes('"CLAIMED"')) await co.agents[0]!.client.ok(Ops.ClaimIssueDocument, { runId: agentRun.id, issueId: id! });
+        return tail.stdout().includes('"CLAIMED"') ? true : undefined;
+      },
+      "the claim to be printed",
+      20_000,
+    );
     const run = baton(["board", "rotate-key"], old);
     expect(await run.exited).toBe(0);
     const fresh = run.stdout().trim();
@@ -413,7 +459,9 @@ describe("keys and agents: rotate-key, disable, enable", () => {
     // SIGTERM at once, and baton exited only once the command had (its trap takes 0.3 s).
     expect(readFileSync(marker, "utf8")).toBe("TERM\nEXIT\n");
     const stderr = worker.stderr().trim().split("\n");
-    expect(stderr.at(-1)).toMatch(/^baton: UNAUTHENTICATED: the agent key is no longer accepted \(revoked: rotated, or its agent disabled\); the worker stopped$/);
+    expect(stderr.at(-1)).toMatch(
+      /^baton: UNAUTHENTICATED: the agent key is no longer accepted \(revoked: rotated, or its agent disabled\); the worker stopped$/,
+    );
     expect(worker.stderr()).not.toMatch(/\n\s+at /);
     expect(worker.stderr()).not.toContain(co.agents[0]!.client.token!);
     // The disable took the issue back; baton released nothing.
@@ -431,7 +479,12 @@ describe("ledger retention: history that was pruned", () => {
       [companyId, throughSeq],
     );
   }
-  const seqsOf = (out: string) => out.trim().split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { seq: string }).seq);
+  const seqsOf = (out: string) =>
+    out
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => (JSON.parse(l) as { seq: string }).seq);
 
   it("events --after-seq S in pruned history: one line naming the --after-seq that continues, exit 5; without --after-seq it starts at the oldest kept", async () => {
     const { co, claim } = await claimingAgent(h, 4);
@@ -470,7 +523,11 @@ describe("ledger retention: history that was pruned", () => {
     await h.sql("UPDATE lock_events_pruned SET through_seq = $2 WHERE company_id = $1", [co.id, through]);
     await claim(1);
     expect(await tail.exited).toBe(5);
-    expect(tail.stderr().trim().split("\n")).toEqual([expect.stringMatching(new RegExp(`^baton: EVENTS_PRUNED: history up to seq ${through} was pruned by retention, .* run again with --after-seq ${through} \\(`))]);
+    expect(tail.stderr().trim().split("\n")).toEqual([
+      expect.stringMatching(
+        new RegExp(`^baton: EVENTS_PRUNED: history up to seq ${through} was pruned by retention, .* run again with --after-seq ${through} \\(`),
+      ),
+    ]);
     expect(tail.stderr()).not.toMatch(/\n\s+at /);
     expect(seqsOf(tail.stdout())).toHaveLength(1); // the event after the gap is not printed as if it followed on
   });
@@ -481,10 +538,15 @@ describe("a --after-seq ahead of the server's ledger (a restore, a failover)", (
     const co = await createCompany(h, 1);
     const ceiling = BigInt((await h.one<{ c: string }>("SELECT baton_event_ceiling()::text AS c")).c);
     const ahead = (ceiling + (1000n << 20n)).toString();
-    for (const run of [baton(["events", "--after-seq", ahead], co.board.token), baton(["events", "--after-seq", ahead, "--follow", "--json"], co.board.token)]) {
+    for (const run of [
+      baton(["events", "--after-seq", ahead], co.board.token),
+      baton(["events", "--after-seq", ahead, "--follow", "--json"], co.board.token),
+    ]) {
       expect(await run.exited).toBe(6);
       expect(run.stderr().trim().split("\n")).toEqual([
-        expect.stringMatching(new RegExp(`^baton: SEQ_AHEAD: afterSeq ${ahead} is ahead of every seq this database has made \\(all are below \\d+\\): .* from "0"$`)),
+        expect.stringMatching(
+          new RegExp(`^baton: SEQ_AHEAD: afterSeq ${ahead} is ahead of every seq this database has made \\(all are below \\d+\\): .* from "0"$`),
+        ),
       ]);
       expect(run.stdout()).toBe("");
     }

@@ -41,7 +41,9 @@ const issues = assignedIssues;
 const rows = (ids: string[]) =>
   h.sql<{ status: string; attempt_count: number }>("SELECT status, attempt_count FROM issues WHERE id = ANY($1) ORDER BY id", [ids]);
 const reasons = (id: string) =>
-  h.sql<{ kind: string; reason: string | null }>("SELECT kind, reason FROM lock_events WHERE issue_id = $1 ORDER BY seq", [id]).then((r) => r.map((e) => `${e.kind}${e.reason ? ` ${e.reason}` : ""}`));
+  h
+    .sql<{ kind: string; reason: string | null }>("SELECT kind, reason FROM lock_events WHERE issue_id = $1 ORDER BY seq", [id])
+    .then((r) => r.map((e) => `${e.kind}${e.reason ? ` ${e.reason}` : ""}`));
 
 /** Whether the process runs (a zombie, waiting for its parent to reap it, does not). */
 function running(pid: number): boolean {
@@ -68,7 +70,12 @@ function groupRunning(pgid: number): boolean {
 }
 
 /** The person's view: stderr without the worker's own `baton: <what it did>` log lines. */
-const said = (run: Ran) => run.stderr().trim().split("\n").filter((l) => !/^baton: (run started|run finished|released|claim failed) /.test(l));
+const said = (run: Ran) =>
+  run
+    .stderr()
+    .trim()
+    .split("\n")
+    .filter((l) => !/^baton: (run started|run finished|released|claim failed) /.test(l));
 
 describe("a command that cannot be started: nothing is claimed, one line, exit 2", () => {
   const script = (name: string, text: string, mode: number) => {
@@ -80,10 +87,22 @@ describe("a command that cannot be started: nothing is claimed, one line, exit 2
   it.each([
     ["a mistyped path", () => "./run-agnet.sh", /^baton: cannot run \.\/run-agnet\.sh: no such file; nothing was claimed$/],
     ["a name not on PATH", () => "run-agnet", /^baton: cannot run run-agnet: not found on PATH; nothing was claimed$/],
-    ["a file that is not executable", () => script("plain.sh", "echo hi\n", 0o644), /^baton: cannot run \S+plain\.sh: not executable \(chmod \+x\); nothing was claimed$/],
+    [
+      "a file that is not executable",
+      () => script("plain.sh", "echo hi\n", 0o644),
+      /^baton: cannot run \S+plain\.sh: not executable \(chmod \+x\); nothing was claimed$/,
+    ],
     ["a directory", () => scratch, /^baton: cannot run \S+: a directory; nothing was claimed$/],
-    ["a script whose #! interpreter is missing", () => script("bad-shebang.sh", "#!/no/such/sh\necho hi\n", 0o755), /^baton: cannot run \S+bad-shebang\.sh: its interpreter \/no\/such\/sh \(#!\) cannot run: no such file; nothing was claimed$/],
-    ["a script whose env interpreter is not on PATH", () => script("bad-env.sh", "#!/usr/bin/env run-agnet-interpreter\necho hi\n", 0o755), /^baton: cannot run \S+bad-env\.sh: its interpreter run-agnet-interpreter \(#!\/usr\/bin\/env\) cannot run: not found on PATH; nothing was claimed$/],
+    [
+      "a script whose #! interpreter is missing",
+      () => script("bad-shebang.sh", "#!/no/such/sh\necho hi\n", 0o755),
+      /^baton: cannot run \S+bad-shebang\.sh: its interpreter \/no\/such\/sh \(#!\) cannot run: no such file; nothing was claimed$/,
+    ],
+    [
+      "a script whose env interpreter is not on PATH",
+      () => script("bad-env.sh", "#!/usr/bin/env run-agnet-interpreter\necho hi\n", 0o755),
+      /^baton: cannot run \S+bad-env\.sh: its interpreter run-agnet-interpreter \(#!\/usr\/bin\/env\) cannot run: not found on PATH; nothing was claimed$/,
+    ],
   ])("%s", async (_what, command, line) => {
     const co = await createCompany(h, 1);
     const ids = await issues(co, 3);
@@ -100,7 +119,9 @@ describe("a command that cannot be started: nothing is claimed, one line, exit 2
     const file = script("vanishing.sh", '#!/bin/sh\nrm "$0"\n', 0o755);
     const worker = baton(["work", "--", file], co.agents[0]!.client.token!);
     expect(await worker.exited).toBe(2);
-    expect(said(worker), worker.stderr()).toEqual([expect.stringMatching(/^baton: cannot run \S+vanishing\.sh: no such file; the worker stopped before claiming more$/)]);
+    expect(said(worker), worker.stderr()).toEqual([
+      expect.stringMatching(/^baton: cannot run \S+vanishing\.sh: no such file; the worker stopped before claiming more$/),
+    ]);
     const after = await rows(ids);
     expect(after.filter((r) => r.status === "DONE")).toEqual([{ status: "DONE", attempt_count: 1 }]);
     expect(after.filter((r) => r.status !== "DONE")).toEqual(Array(2).fill({ status: "OPEN", attempt_count: 0 }));
@@ -114,7 +135,9 @@ describe("a command that cannot be started: nothing is claimed, one line, exit 2
     try {
       const worker = baton(["work", "--once", "--", file], co.agents[0]!.client.token!);
       expect(await worker.exited).toBe(2);
-      expect(said(worker), worker.stderr()).toEqual([expect.stringMatching(/^baton: could not start \S+busy\.sh: spawn ETXTBSY; its issue \S+ went back to the queue and the worker stopped$/)]);
+      expect(said(worker), worker.stderr()).toEqual([
+        expect.stringMatching(/^baton: could not start \S+busy\.sh: spawn ETXTBSY; its issue \S+ went back to the queue and the worker stopped$/),
+      ]);
     } finally {
       closeSync(writer);
     }
@@ -123,7 +146,11 @@ describe("a command that cannot be started: nothing is claimed, one line, exit 2
     // One issue was taken, and acquired (that attempt is counted: docs/lifecycle.md, Attempts); the others were not.
     expect(after.map((r) => r.attempt_count).sort()).toEqual([0, 0, 1]);
     const { id: touched } = await h.one<{ id: string }>("SELECT id FROM issues WHERE id = ANY($1) AND attempt_count = 1", [ids]);
-    expect(await reasons(touched)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED", expect.stringMatching(/^RELEASED REQUEUE: could not start \S+busy\.sh: spawn ETXTBSY$/)]);
+    expect(await reasons(touched)).toEqual([
+      "CLAIMED",
+      "EXECUTION_ACQUIRED",
+      expect.stringMatching(/^RELEASED REQUEUE: could not start \S+busy\.sh: spawn ETXTBSY$/),
+    ]);
   });
 });
 

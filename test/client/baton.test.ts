@@ -16,7 +16,6 @@ beforeAll(async () => {
 });
 afterAll(() => h?.close());
 
-
 it("runs typed requests, and turns refusals and an unreachable server into BatonError with a code", async () => {
   const baton = new Baton({ url: h.url, token: ADMIN_TOKEN });
   const { me } = await baton.request(Documents.MeDocument, {});
@@ -98,7 +97,11 @@ it("concurrency keys: a worker's issue carries its key, the limit documents set 
     ],
   });
   expect(createIssues.map((i) => i.concurrencyKey)).toEqual(["repo-a", "repo-a", null]);
-  expect((await board.request(Documents.SetConcurrencyLimitDocument, { key: "repo-a", maxActive: 1 })).setConcurrencyLimit).toEqual({ key: "repo-a", maxActive: 1, active: 0 });
+  expect((await board.request(Documents.SetConcurrencyLimitDocument, { key: "repo-a", maxActive: 1 })).setConcurrencyLimit).toEqual({
+    key: "repo-a",
+    maxActive: 1,
+    active: 0,
+  });
 
   const seen: { title: string; key: string | null }[] = [];
   let refused: unknown = null;
@@ -121,7 +124,9 @@ it("concurrency keys: a worker's issue carries its key, the limit documents set 
   expect(seen.map((s) => s.key).sort()).toEqual([null, "repo-a", "repo-a"].sort());
   expect(during).toEqual([{ key: "repo-a", maxActive: 1, active: 1 }]);
   expect(refused).toEqual({ __typename: "ConcurrencyLimitReached", message: expect.stringContaining("repo-a"), key: "repo-a", maxActive: 1 });
-  expect((await board.request(Documents.ConcurrencyLimitsDocument, { companyId: co.id })).concurrencyLimits).toEqual([{ key: "repo-a", maxActive: 1, active: 0 }]);
+  expect((await board.request(Documents.ConcurrencyLimitsDocument, { companyId: co.id })).concurrencyLimits).toEqual([
+    { key: "repo-a", maxActive: 1, active: 0 },
+  ]);
   expect((await board.request(Documents.SetConcurrencyLimitDocument, { key: "repo-a", maxActive: null })).setConcurrencyLimit).toBeNull();
   expect((await board.request(Documents.ConcurrencyLimitsDocument, { companyId: co.id })).concurrencyLimits).toEqual([]);
 });

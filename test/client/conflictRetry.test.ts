@@ -17,7 +17,12 @@ beforeAll(async () => {
 afterAll(() => h?.close());
 
 const REFUSAL = JSON.stringify({
-  errors: [{ message: "concurrent changes to the same rows won every try; nothing was changed: retry", extensions: { code: "CONFLICT_RETRY", outcome: "NOT_APPLIED" } }],
+  errors: [
+    {
+      message: "concurrent changes to the same rows won every try; nothing was changed: retry",
+      extensions: { code: "CONFLICT_RETRY", outcome: "NOT_APPLIED" },
+    },
+  ],
 });
 
 /** A proxy that answers the next `refuse[name]` requests of each named operation CONFLICT_RETRY, and passes the rest; `seen` counts each name's requests. */

@@ -33,7 +33,10 @@ it("a heartbeat answering RunNotActive aborts job.signal with the reason, and th
   await h.sql("UPDATE heartbeat_runs SET status = 'TIMED_OUT', finished_at = now() WHERE id = $1", [firstRun]);
   await eventually(() => (reason ? true : undefined), "the next heartbeat to find the run dead", 10_000);
   expect(String((reason as Error).message)).toMatch(new RegExp(`run ${firstRun} is no longer active`));
-  await eventually(async () => ((await h.sql("SELECT 1 FROM heartbeat_runs WHERE agent_id = $1 AND status = 'RUNNING'", [co.agents[0]!.id])).length === 1 ? true : undefined), "a new run");
+  await eventually(
+    async () => ((await h.sql("SELECT 1 FROM heartbeat_runs WHERE agent_id = $1 AND status = 'RUNNING'", [co.agents[0]!.id])).length === 1 ? true : undefined),
+    "a new run",
+  );
   await worker.stop();
   // The dead run's hold is recovery's (or an adopter's) to end, not this worker's.
   const released = await h.sql("SELECT 1 FROM lock_events WHERE issue_id = $1 AND kind = 'RELEASED' AND run_id = $2", [createIssue.id, firstRun]);

@@ -33,7 +33,6 @@ const within = (promise: Promise<unknown>, ms: number, what: string): Promise<un
 
 const LOCK_EVENTS = `query($c: ID!, $after: ID) { lockEvents(companyId: $c, afterSeq: $after, first: 1000) { seq } }`;
 
-
 it("request() and lockChanges() with an afterSeq in pruned history end with EventsPrunedError: where to resume, the oldest event kept", async () => {
   const { co, claim } = await claimingAgent(h, 4);
   await claim(4);
@@ -115,7 +114,7 @@ it("a live lockChanges() whose place is then pruned ends with EventsPrunedError 
   );
   let claimed = 0;
   await eventually(async () => {
-    if (seen.length === 0 && claimed < 40) (await claim(1), claimed++);
+    if (seen.length === 0 && claimed < 40) await claim(1), claimed++;
     return seen.length > 0 ? true : undefined;
   }, "a first event");
   await h.settled(co.id);
@@ -149,10 +148,15 @@ it("work(): a worker whose ledger watch falls behind the pruning watches again f
     const forceReleased = async (title: string) => {
       const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title, assigneeAgentId: agent.id } });
       await eventually(() => (handled.includes(`${title}@1`) ? true : undefined), `${title} to be handled`);
-      expect((await co.board.ok(Ops.ForceReleaseDocument, { issueId: createIssue.id, reason: "the board takes it back" })).forceReleaseIssue.__typename).toBe("IssueReleased");
+      expect((await co.board.ok(Ops.ForceReleaseDocument, { issueId: createIssue.id, reason: "the board takes it back" })).forceReleaseIssue.__typename).toBe(
+        "IssueReleased",
+      );
       await eventually(() => aborted.get(title), `${title}'s job to be aborted`);
       expect(aborted.get(title)).toContain("FORCE_RELEASED");
-      await eventually(async () => ((await h.one<{ status: string }>("SELECT status FROM issues WHERE id = $1", [createIssue.id])).status === "DONE" ? true : undefined), `${title} to be done`);
+      await eventually(
+        async () => ((await h.one<{ status: string }>("SELECT status FROM issues WHERE id = $1", [createIssue.id])).status === "DONE" ? true : undefined),
+        `${title} to be done`,
+      );
     };
     // The watch has yielded events (it saw the force-release), so it resumes after a seq when cut off.
     await forceReleased("before");

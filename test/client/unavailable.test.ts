@@ -35,7 +35,14 @@ beforeAll(async () => {
   const url = new URL(h.database.url);
   url.port = new URL(database.url).port;
   const db = connectDb(url.toString(), 2, "baton-client-unavailable");
-  const app = buildApp({ db: db.prisma, bus: createInProcessBus(), adminToken: ADMIN_TOKEN, leaseSeconds: 60, log: (level, msg) => void logged.push({ level, msg }), ledgerPollMs: 100 });
+  const app = buildApp({
+    db: db.prisma,
+    bus: createInProcessBus(),
+    adminToken: ADMIN_TOKEN,
+    leaseSeconds: 60,
+    log: (level, msg) => void logged.push({ level, msg }),
+    ledgerPollMs: 100,
+  });
   api = { app, db, url: (await app.start(0)).url };
 });
 afterAll(async () => {
@@ -73,7 +80,11 @@ it("lockChanges() answered UNAVAILABLE subscribes again after its last seq, and 
   await claim(2);
   await h.settled(co.id);
   link.cut();
-  await eventually(() => (logged.filter((l) => l.msg === "database unavailable").length >= 2 ? true : undefined), "the API to answer UNAVAILABLE to the stream twice (it subscribed again)", 20_000);
+  await eventually(
+    () => (logged.filter((l) => l.msg === "database unavailable").length >= 2 ? true : undefined),
+    "the API to answer UNAVAILABLE to the stream twice (it subscribed again)",
+    20_000,
+  );
   expect(await within(reading, 0, "reading")).toBe("reading"); // still reading: UNAVAILABLE ended nothing
   database.state.paused = false;
   expect(await within(reading, 20_000, "still waiting after 20 s")).toBeNull();
@@ -93,7 +104,10 @@ async function unavailableRelay(apiUrl: string, pass: number) {
   const relay = { connections: 0, url: "", close: async () => {} };
   wss.on("connection", (client, req) => {
     const n = ++relay.connections;
-    const upstream = new WebSocket(apiUrl.replace(/^http/, "ws"), req.headers["sec-websocket-protocol"]?.split(",").map((p) => p.trim()));
+    const upstream = new WebSocket(
+      apiUrl.replace(/^http/, "ws"),
+      req.headers["sec-websocket-protocol"]?.split(",").map((p) => p.trim()),
+    );
     const pending: WebSocket.RawData[] = [];
     let passed = 0;
     upstream.on("open", () => pending.splice(0).forEach((m) => upstream.send(m.toString())));

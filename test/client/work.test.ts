@@ -124,7 +124,9 @@ it("Blocked ends in BLOCKED and any other throw in FAILED, each with its message
   );
   await worker.done;
   expect(await statuses([blocked!, failed!])).toEqual({ [blocked!]: "BLOCKED", [failed!]: "ESCALATED" });
-  const reasons = await h.sql<{ issue_id: string; reason: string }>("SELECT issue_id, reason FROM lock_events WHERE kind = 'RELEASED' AND issue_id = ANY($1)", [[blocked, failed]]);
+  const reasons = await h.sql<{ issue_id: string; reason: string }>("SELECT issue_id, reason FROM lock_events WHERE kind = 'RELEASED' AND issue_id = ANY($1)", [
+    [blocked, failed],
+  ]);
   expect(reasons.find((r) => r.issue_id === blocked)?.reason).toMatch(/BLOCKED.*waiting on a review/);
   expect(reasons.find((r) => r.issue_id === failed)?.reason).toMatch(/FAILED.*the build broke/);
 });
@@ -154,7 +156,9 @@ it("aborts job.signal with a reason the moment the hold is lost, and does not re
   await eventually(() => (aborted ? true : undefined), "the handler to see its hold lost");
   expect(String((aborted as Error).message)).toMatch(/FORCE_RELEASED/);
   await worker.stop();
-  const events = await h.sql<{ kind: string }>("SELECT kind FROM lock_events WHERE issue_id = $1 AND kind IN ('RELEASED', 'FORCE_RELEASED') ORDER BY seq", [id]);
+  const events = await h.sql<{ kind: string }>("SELECT kind FROM lock_events WHERE issue_id = $1 AND kind IN ('RELEASED', 'FORCE_RELEASED') ORDER BY seq", [
+    id,
+  ]);
   expect(events.map((e) => e.kind)).toEqual(["FORCE_RELEASED"]);
 });
 
@@ -205,7 +209,10 @@ it("beforeClaim throwing stops the worker before that claim: nothing more is tak
   expect(checks).toBe(2);
   const rows = await h.sql<{ id: string; status: string; attempt_count: number }>("SELECT id, status, attempt_count FROM issues WHERE id = ANY($1)", [ids]);
   expect(rows.filter((r) => r.status === "DONE").map((r) => r.id)).toEqual(handled);
-  expect(rows.filter((r) => r.id !== handled[0]).map((r) => [r.status, r.attempt_count])).toEqual([["OPEN", 0], ["OPEN", 0]]);
+  expect(rows.filter((r) => r.id !== handled[0]).map((r) => [r.status, r.attempt_count])).toEqual([
+    ["OPEN", 0],
+    ["OPEN", 0],
+  ]);
   const runs = await h.sql<{ status: string }>("SELECT status FROM heartbeat_runs WHERE agent_id = $1", [co.agents[0]!.id]);
   expect(runs.map((r) => r.status)).toEqual(["SUCCEEDED"]);
 });
@@ -227,26 +234,27 @@ it("a claim whose answer is lost leaves no issue stranded: the worker finishes t
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const body = Buffer.concat(chunks);
-      const forward = request(
-        { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
-        (answer) => {
-          if (dropped === 0 && /claimIssue\(/.test(body.toString())) {
-            dropped++;
-            answer.resume();
-            answer.on("end", () => res.socket?.destroy()); // the claim committed; its answer never arrives
-            return;
-          }
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
-          answer.pipe(res);
-        },
-      );
+      const forward = request({ host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+        if (dropped === 0 && /claimIssue\(/.test(body.toString())) {
+          dropped++;
+          answer.resume();
+          answer.on("end", () => res.socket?.destroy()); // the claim committed; its answer never arrives
+          return;
+        }
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
       forward.end(body);
     });
   });
   // lockChanges' WebSocket goes straight through.
   proxy.on("upgrade", (req, socket, head) => {
     const upstream = connect(Number(target.port), target.hostname, () => {
-      upstream.write(`${req.method} ${req.url} HTTP/1.1\r\n${Object.entries(req.headers).map(([k, v]) => `${k}: ${v}`).join("\r\n")}\r\n\r\n`);
+      upstream.write(
+        `${req.method} ${req.url} HTTP/1.1\r\n${Object.entries(req.headers)
+          .map(([k, v]) => `${k}: ${v}`)
+          .join("\r\n")}\r\n\r\n`,
+      );
       upstream.write(head);
       upstream.pipe(socket).pipe(upstream);
     });
@@ -271,7 +279,10 @@ it("a claim whose answer is lost leaves no issue stranded: the worker finishes t
     expect(handled.sort()).toEqual([...ids].sort());
     expect(Object.values(await statuses(ids))).toEqual(["DONE", "DONE", "DONE"]);
     expect(runs.size).toBeGreaterThanOrEqual(1);
-    const released = await h.sql<{ reason: string }>("SELECT reason FROM lock_events WHERE issue_id = ANY($1) AND kind = 'RELEASED' AND reason = 'RUN_FINISHED'", [ids]);
+    const released = await h.sql<{ reason: string }>(
+      "SELECT reason FROM lock_events WHERE issue_id = ANY($1) AND kind = 'RELEASED' AND reason = 'RUN_FINISHED'",
+      [ids],
+    );
     expect(released).toHaveLength(1);
   } finally {
     proxy.closeAllConnections();
@@ -287,7 +298,10 @@ it("finishes promptly when its live events cannot connect (a proxy that never an
   try {
     const worker = new Baton({ url: proxy.url, token: co.agents[0]!.client.token! }).work(async () => {}, { once: true, idleWaitMs: 50 });
     let timer: NodeJS.Timeout | undefined;
-    const outcome = await Promise.race([worker.done.then(() => "done"), new Promise((resolve) => (timer = setTimeout(() => resolve("still running"), 15_000)))]);
+    const outcome = await Promise.race([
+      worker.done.then(() => "done"),
+      new Promise((resolve) => (timer = setTimeout(() => resolve("still running"), 15_000))),
+    ]);
     clearTimeout(timer);
     expect(outcome).toBe("done");
     expect(await statuses([id!])).toEqual({ [id!]: "DONE" });
@@ -298,10 +312,16 @@ it("finishes promptly when its live events cannot connect (a proxy that never an
 
 describe("the key revoked while the worker works (docs/client.md, When the key is revoked)", () => {
   const disable = (co: Company, reason: string) =>
-    co.board.raw<{ disableAgent: { disabledAt: string | null } }>(`mutation($a: ID!, $r: String!) { disableAgent(agentId: $a, reason: $r) { disabledAt } }`, { a: co.agents[0]!.id, r: reason });
-  const rotate = (co: Company) => co.board.raw<{ rotateAgentKey: { apiKey: string } }>(`mutation($a: ID!) { rotateAgentKey(agentId: $a) { apiKey } }`, { a: co.agents[0]!.id });
+    co.board.raw<{ disableAgent: { disabledAt: string | null } }>(`mutation($a: ID!, $r: String!) { disableAgent(agentId: $a, reason: $r) { disabledAt } }`, {
+      a: co.agents[0]!.id,
+      r: reason,
+    });
+  const rotate = (co: Company) =>
+    co.board.raw<{ rotateAgentKey: { apiKey: string } }>(`mutation($a: ID!) { rotateAgentKey(agentId: $a) { apiKey } }`, { a: co.agents[0]!.id });
   const ledger = async (db: Pick<Harness, "sql">, id: string) =>
-    (await db.sql<{ kind: string; reason: string | null }>("SELECT kind, reason FROM lock_events WHERE issue_id = $1 ORDER BY seq", [id])).map((e) => `${e.kind}${e.reason ? ` ${e.reason}` : ""}`);
+    (await db.sql<{ kind: string; reason: string | null }>("SELECT kind, reason FROM lock_events WHERE issue_id = $1 ORDER BY seq", [id])).map(
+      (e) => `${e.kind}${e.reason ? ` ${e.reason}` : ""}`,
+    );
 
   /** A handler that holds its issue until its signal is aborted, then returns (which, released, would be DONE). */
   function holding() {
@@ -323,7 +343,11 @@ describe("the key revoked while the worker works (docs/client.md, When the key i
     const logged: string[] = [];
     // Concurrency 1 and a 60 s lease: while its one job runs, the worker's only requests are a heartbeat every 20 s;
     // within the deadline below, only the ledger watch can tell it.
-    const worker = new Baton({ url: h.url, token: co.agents[0]!.client.token! }).work(held.handler, { concurrency: 1, idleWaitMs: 200, onLog: (m) => logged.push(m) });
+    const worker = new Baton({ url: h.url, token: co.agents[0]!.client.token! }).work(held.handler, {
+      concurrency: 1,
+      idleWaitMs: 200,
+      onLog: (m) => logged.push(m),
+    });
     await held.running;
     expect(await statuses([id!])).toEqual({ [id!]: "IN_PROGRESS" });
     const disabled = await disable(co, "rotated out");
@@ -355,7 +379,10 @@ describe("the key revoked while the worker works (docs/client.md, When the key i
       expect(held.job().signal.reason).toBe(error);
       // Not released, and the run not finished: the old key could do neither. The issue comes back with the lease.
       expect(await ledger(short, id!)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED"]);
-      expect(await short.one("SELECT status, checkout_run_id FROM issues WHERE id = $1", [id])).toEqual({ status: "IN_PROGRESS", checkout_run_id: held.job().runId });
+      expect(await short.one("SELECT status, checkout_run_id FROM issues WHERE id = $1", [id])).toEqual({
+        status: "IN_PROGRESS",
+        checkout_run_id: held.job().runId,
+      });
       expect((await short.one<{ status: string }>("SELECT status FROM heartbeat_runs WHERE id = $1", [held.job().runId])).status).toBe("RUNNING");
     } finally {
       await proxy.close();

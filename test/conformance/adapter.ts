@@ -56,7 +56,13 @@ export interface NormIssue {
   key: string | null;
 }
 export type NormAnswer = Record<string, unknown> & { t: string };
-export interface NormEvent { kind: string; status: string; reason: string | null; run: string | null; agent: string | null }
+export interface NormEvent {
+  kind: string;
+  status: string;
+  reason: string | null;
+  run: string | null;
+  agent: string | null;
+}
 export interface NormState {
   issues: NormIssue[];
   runs: { id: string; agent: string; status: string }[];
@@ -97,7 +103,17 @@ export class Names {
   }
 }
 
-type AnyIssue = { id: string; status: string; checkoutRunId: string | null; executionRunId: string | null; attemptCount: number; maxAttempts: number; lockEpoch: number; assigneeAgentId: string | null; concurrencyKey: string | null };
+type AnyIssue = {
+  id: string;
+  status: string;
+  checkoutRunId: string | null;
+  executionRunId: string | null;
+  attemptCount: number;
+  maxAttempts: number;
+  lockEpoch: number;
+  assigneeAgentId: string | null;
+  concurrencyKey: string | null;
+};
 
 const normIssue = (i: AnyIssue, name: (id: string | null) => string | null): NormIssue => ({
   id: name(i.id)!,
@@ -263,14 +279,18 @@ export class RealWorld {
       names.bind(agent, made.id);
       actors.set(agent, { companyId: company.id, agentId: made.id, agentNameKey: made.nameKey });
     }
-    const created = await createIssues({ db }, company.id, input.issues.map((i) => ({
-      title: i.id,
-      status: i.status ?? "OPEN",
-      priority: i.priority ?? "MEDIUM",
-      assigneeAgentId: i.assigneeAgentId ? names.toReal.get(i.assigneeAgentId)! : null,
-      concurrencyKey: i.concurrencyKey ?? null,
-      maxAttempts: i.maxAttempts ?? 3,
-    })));
+    const created = await createIssues(
+      { db },
+      company.id,
+      input.issues.map((i) => ({
+        title: i.id,
+        status: i.status ?? "OPEN",
+        priority: i.priority ?? "MEDIUM",
+        assigneeAgentId: i.assigneeAgentId ? names.toReal.get(i.assigneeAgentId)! : null,
+        concurrencyKey: i.concurrencyKey ?? null,
+        maxAttempts: i.maxAttempts ?? 3,
+      })),
+    );
     created.forEach((issue, n) => names.bind(input.issues[n]!.id, issue.id));
     for (const [key, max] of Object.entries(input.limits ?? {})) await setConcurrencyLimit(db, company.id, key, max);
     return new Sequence(this, company.id, names, actors);
@@ -315,7 +335,12 @@ export class Sequence {
         case "acquireExecution":
           return await acquireExecution(deps, actor(c.agentId), { runId: names.real(c.runId), issueId: names.real(c.issueId) });
         case "releaseIssue":
-          return await releaseIssue(deps, actor(c.agentId), { runId: names.real(c.runId), issueId: names.real(c.issueId), outcome: c.outcome, reason: c.reason });
+          return await releaseIssue(deps, actor(c.agentId), {
+            runId: names.real(c.runId),
+            issueId: names.real(c.issueId),
+            outcome: c.outcome,
+            reason: c.reason,
+          });
         case "releaseIssues":
           return await releaseIssues(deps, actor(c.agentId), {
             runId: names.real(c.runId),
@@ -337,10 +362,10 @@ export class Sequence {
         case "enableAgent":
           return { __typename: "Agent", ...(await enableAgent(deps.db, this.companyId, names.real(c.agentId))) };
         case "tick":
-          await this.world.admin.query(
-            "UPDATE heartbeat_runs SET lease_expires_at = lease_expires_at - make_interval(secs => $2::int) WHERE company_id = $1",
-            [this.companyId, (c.by ?? 1) * UNIT_SECONDS],
-          );
+          await this.world.admin.query("UPDATE heartbeat_runs SET lease_expires_at = lease_expires_at - make_interval(secs => $2::int) WHERE company_id = $1", [
+            this.companyId,
+            (c.by ?? 1) * UNIT_SECONDS,
+          ]);
           return { __typename: "Ticked" };
         case "sweep":
           return { __typename: "SweepCounts", ...(await sweep(deps.db, deps.events)) };
@@ -382,7 +407,13 @@ export class Sequence {
     const name = (id: string | null) => names.model(id);
     const events: Record<string, NormEvent[]> = {};
     for (const e of row.events) {
-      (events[name(e.issueId!)!] ??= []).push({ kind: e.kind!, status: e.status!, reason: e.reason ?? null, run: name(e.runId ?? null), agent: name(e.agentId ?? null) });
+      (events[name(e.issueId!)!] ??= []).push({
+        kind: e.kind!,
+        status: e.status!,
+        reason: e.reason ?? null,
+        run: name(e.runId ?? null),
+        agent: name(e.agentId ?? null),
+      });
     }
     const issues = row.issues.map((i) => normIssue(i, name)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const runs = row.runs.map((r) => ({ id: name(r.id)!, agent: name(r.agentId)!, status: r.status }));

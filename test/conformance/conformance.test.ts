@@ -20,21 +20,47 @@ it("1,000 generated sequences (fixed seed): every answer and the state after eve
 
 // Part 4: the sequences behind the bugs found so far.
 const deadHolderTimedOutConcurrently: Scenario = {
-  initial: { agents: ["A", "B"], issues: [{ id: "i1", assigneeAgentId: null }, { id: "i2", assigneeAgentId: "A" }], leaseLength: 2 },
+  initial: {
+    agents: ["A", "B"],
+    issues: [
+      { id: "i1", assigneeAgentId: null },
+      { id: "i2", assigneeAgentId: "A" },
+    ],
+    leaseLength: 2,
+  },
   steps: [
     { one: { verb: "startRun", agentId: "A" } },
     { one: { verb: "claimIssue", agentId: "A", runId: "r1", issueId: "i1" } },
     { one: { verb: "tick", by: 2 } },
     { one: { verb: "startRun", agentId: "B" } },
     // A's own late heartbeat writes r1 TIMED_OUT while B's adoption waits on r1's row (the gate holds it until both are in flight)
-    { pair: [{ verb: "claimIssue", agentId: "B", runId: "r2", issueId: "i1", expectedStatuses: ["CLAIMED", "IN_PROGRESS"] }, { verb: "heartbeatRun", agentId: "A", runId: "r1" }], gate: true },
+    {
+      pair: [
+        { verb: "claimIssue", agentId: "B", runId: "r2", issueId: "i1", expectedStatuses: ["CLAIMED", "IN_PROGRESS"] },
+        { verb: "heartbeatRun", agentId: "A", runId: "r1" },
+      ],
+      gate: true,
+    },
   ],
 };
 const batchByJustFinishedRun: Scenario = {
-  initial: { agents: ["A", "B"], issues: [{ id: "i1", assigneeAgentId: "A" }, { id: "i2", assigneeAgentId: "A" }], leaseLength: 2 },
+  initial: {
+    agents: ["A", "B"],
+    issues: [
+      { id: "i1", assigneeAgentId: "A" },
+      { id: "i2", assigneeAgentId: "A" },
+    ],
+    leaseLength: 2,
+  },
   steps: [
     { one: { verb: "startRun", agentId: "A" } },
-    { pair: [{ verb: "claimIssues", agentId: "A", runId: "r1", limit: 2 }, { verb: "finishRun", agentId: "A", runId: "r1", status: "SUCCEEDED" }], gate: true },
+    {
+      pair: [
+        { verb: "claimIssues", agentId: "A", runId: "r1", limit: 2 },
+        { verb: "finishRun", agentId: "A", runId: "r1", status: "SUCCEEDED" },
+      ],
+      gate: true,
+    },
     { one: { verb: "finishRun", agentId: "A", runId: "r1", status: "SUCCEEDED" } },
     { one: { verb: "claimIssues", agentId: "A", runId: "r1", limit: 2, acquireExecution: true } },
   ],

@@ -11,7 +11,21 @@
 // A failure is shrunk by fast-check to a minimal sequence, printed as a
 // replayable test (`replay` below).
 import fc from "fast-check";
-import { apply, claimCandidates, describe, EXPECTED_CHOICES, boardUpdates, initialState, isClaimable, isExpired, isLive, keyRoom, takeInClaimOrder, stopAgent, takeBackLocks } from "../../src/model/index.js";
+import {
+  apply,
+  claimCandidates,
+  describe,
+  EXPECTED_CHOICES,
+  boardUpdates,
+  initialState,
+  isClaimable,
+  isExpired,
+  isLive,
+  keyRoom,
+  takeInClaimOrder,
+  stopAgent,
+  takeBackLocks,
+} from "../../src/model/index.js";
 import type { Command, Event, InitialStateInput, IssueInput, IssueStatus, State, UpdateIssueInput } from "../../src/model/index.js";
 import { bindNewRuns, normAnswer, normModelState, UNKNOWN_ISSUE, UNKNOWN_RUN } from "./adapter.js";
 import type { Names, NormAnswer, NormState, RealAnswer, RealWorld, Sequence } from "./adapter.js";
@@ -92,11 +106,23 @@ export function resolve(s: State, a: Abstract): Command {
     case "acquireExecution":
       return { verb: "acquireExecution", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), issueId: resolveIssue(s, a.issue) };
     case "releaseIssue": {
-      const c: Command = { verb: "releaseIssue", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), issueId: resolveIssue(s, a.issue), outcome: a.outcome };
+      const c: Command = {
+        verb: "releaseIssue",
+        agentId: a.agent,
+        runId: resolveRun(s, a.agent, a.run),
+        issueId: resolveIssue(s, a.issue),
+        outcome: a.outcome,
+      };
       return a.reason === undefined ? c : { ...c, reason: a.reason };
     }
     case "releaseIssues":
-      return { verb: "releaseIssues", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), issueIds: a.issues.map((n) => resolveIssue(s, n)), outcome: a.outcome };
+      return {
+        verb: "releaseIssues",
+        agentId: a.agent,
+        runId: resolveRun(s, a.agent, a.run),
+        issueIds: a.issues.map((n) => resolveIssue(s, n)),
+        outcome: a.outcome,
+      };
     case "forceReleaseIssue":
       return { verb: "forceReleaseIssue", issueId: resolveIssue(s, a.issue), reason: "operator" };
     case "updateIssue":
@@ -154,7 +180,9 @@ export function abstractArb(alone: boolean): fc.Arbitrary<Abstract> {
       weight: 4,
       arbitrary: fc
         .record({ agent: agentArb, run: runArb, issue: issueArb, expected: fc.constantFrom(...EXPECTED_CHOICES) })
-        .map((r): Abstract => ({ verb: "claimById", agent: r.agent, run: r.run, issue: r.issue, ...(r.expected === undefined ? {} : { expected: r.expected }) })),
+        .map(
+          (r): Abstract => ({ verb: "claimById", agent: r.agent, run: r.run, issue: r.issue, ...(r.expected === undefined ? {} : { expected: r.expected }) }),
+        ),
     },
     {
       weight: 3,
@@ -167,7 +195,16 @@ export function abstractArb(alone: boolean): fc.Arbitrary<Abstract> {
       weight: 4,
       arbitrary: fc
         .record({ agent: agentArb, run: runArb, issue: issueArb, outcome: outcomeArb, reason: fc.constantFrom(undefined, "tests red") })
-        .map((r): Abstract => ({ verb: "releaseIssue", agent: r.agent, run: r.run, issue: r.issue, outcome: r.outcome, ...(r.reason ? { reason: r.reason } : {}) })),
+        .map(
+          (r): Abstract => ({
+            verb: "releaseIssue",
+            agent: r.agent,
+            run: r.run,
+            issue: r.issue,
+            outcome: r.outcome,
+            ...(r.reason ? { reason: r.reason } : {}),
+          }),
+        ),
     },
     {
       weight: 1,
@@ -356,7 +393,11 @@ export async function runOne(m: ModelBox, seq: Sequence, c: Command): Promise<vo
     const names = seq.names.clone();
     bindNewRuns(names, step.answer, real);
     const events = [...m.events, ...step.events];
-    const answerDiff = compare(`answer of ${describe(c)}`, normAnswer(step.answer, (id) => id), normAnswer(real, (id) => names.model(id)));
+    const answerDiff = compare(
+      `answer of ${describe(c)}`,
+      normAnswer(step.answer, (id) => id),
+      normAnswer(real, (id) => names.model(id)),
+    );
     // a scheduler tick serves its agents concurrently: its turns are the database's
     const alone = c.verb !== "runHeartbeat";
     const realState = await seq.state(names);
@@ -424,8 +465,11 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
     });
     const events = [...m.events, ...step.events];
     const diff =
-      compare("the two sweeps' counts together", normAnswer(step.answer, (id) => id), normAnswer(sum(ra, rb), (id) => id)) ??
-      stateDiff(normModelState(step.state, events), await seq.state(), false);
+      compare(
+        "the two sweeps' counts together",
+        normAnswer(step.answer, (id) => id),
+        normAnswer(sum(ra, rb), (id) => id),
+      ) ?? stateDiff(normModelState(step.state, events), await seq.state(), false);
     if (diff) throw new Mismatch(diff);
     m.state = step.state;
     m.events = events;
@@ -462,9 +506,11 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
         continue;
       }
       const step =
-        kind === "recovery" ? recoveryPassingOver(s, skip)
-        : kind === "stop-agent" ? stopAgent(s, cmds[k] as { agentId: string; reason: string })
-        : applyAllowingSkips(s, cmds[k]!, cmds[1 - k]!, reals[k]!, names);
+        kind === "recovery"
+          ? recoveryPassingOver(s, skip)
+          : kind === "stop-agent"
+            ? stopAgent(s, cmds[k] as { agentId: string; reason: string })
+            : applyAllowingSkips(s, cmds[k]!, cmds[1 - k]!, reals[k]!, names);
       bindNewRuns(names, step.answer, reals[k]!);
       s = step.state;
       events.push(...step.events);
@@ -502,12 +548,21 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
  * as one part: the model's sweep does both.) So is disableAgent: it stops the
  * agent and its runs, then takes their locks back (disableAgent.ts).
  */
-interface Part { k: 0 | 1; kind: "whole" | "time-outs" | "recovery" | "stop-agent" | "take-back" }
+interface Part {
+  k: 0 | 1;
+  kind: "whole" | "time-outs" | "recovery" | "stop-agent" | "take-back";
+}
 const parts = (c: Command, k: 0 | 1): Part[] =>
   c.verb === "sweep"
-    ? [{ k, kind: "time-outs" }, { k, kind: "recovery" }]
+    ? [
+        { k, kind: "time-outs" },
+        { k, kind: "recovery" },
+      ]
     : c.verb === "disableAgent"
-      ? [{ k, kind: "stop-agent" }, { k, kind: "take-back" }]
+      ? [
+          { k, kind: "stop-agent" },
+          { k, kind: "take-back" },
+        ]
       : [{ k, kind: "whole" }];
 
 /**
@@ -534,7 +589,10 @@ const subsets = (xs: string[]): string[][] => xs.reduce<string[][]>((acc, x) => 
 /** The model's sweep (recovery and escalation; the time-outs are done) leaving the issues in `skip` as they are. */
 function recoveryPassingOver(s: State, skip: string[]) {
   if (skip.length === 0) return apply(s, { verb: "sweep" });
-  const hidden: State = { ...s, issues: s.issues.map((i) => (skip.includes(i.id) ? { ...i, status: "DONE" as const, checkoutRunId: null, executionRunId: null } : i)) };
+  const hidden: State = {
+    ...s,
+    issues: s.issues.map((i) => (skip.includes(i.id) ? { ...i, status: "DONE" as const, checkoutRunId: null, executionRunId: null } : i)),
+  };
   const step = apply(hidden, { verb: "sweep" });
   return { ...step, state: { ...step.state, issues: step.state.issues.map((i) => (skip.includes(i.id) ? s.issues.find((o) => o.id === i.id)! : i)) } };
 }
@@ -547,8 +605,7 @@ function interleavings(x: Part[], y: Part[]): Part[][] {
 }
 
 /** The issues a command names (the rows it locks by id). */
-const namedIssues = (c: Command): string[] =>
-  c.verb === "releaseIssues" ? [...c.issueIds] : "issueId" in c && c.issueId !== undefined ? [c.issueId] : [];
+const namedIssues = (c: Command): string[] => (c.verb === "releaseIssues" ? [...c.issueIds] : "issueId" in c && c.issueId !== undefined ? [c.issueId] : []);
 
 const claimsNext = (c: Command) => c.verb === "claimIssues" || (c.verb === "claimIssue" && c.issueId === undefined);
 
@@ -569,7 +626,11 @@ function applyAllowingSkips(s: State, c: Command, other: Command, real: RealAnsw
   const step = apply(s, c);
   if (!claimsNext(c) || (real.__typename !== "IssueClaimed" && real.__typename !== "IssuesClaimed" && real.__typename !== "NoIssueAvailable")) return step;
   const got = new Set<string>(
-    real.__typename === "IssueClaimed" ? [names.model(real.issue.id)!] : real.__typename === "IssuesClaimed" ? real.issues.map((i: { id: string }) => names.model(i.id)!) : [],
+    real.__typename === "IssueClaimed"
+      ? [names.model(real.issue.id)!]
+      : real.__typename === "IssuesClaimed"
+        ? real.issues.map((i: { id: string }) => names.model(i.id)!)
+        : [],
   );
   const agentId = (c as { agentId: string }).agentId;
   const candidates = claimCandidates(s, agentId, (c as { includeUnassigned?: boolean }).includeUnassigned ?? false).map((i) => i.id);
@@ -582,7 +643,9 @@ function applyAllowingSkips(s: State, c: Command, other: Command, real: RealAnsw
   const mayHold = new Set(claimsNext(other) ? candidates : namedIssues(other));
   // A limited key's room goes to its first candidates: when one of them is held by a claim, the claim does
   // not take a later one of the key in its place (the key is full once the other commits).
-  const heldKeys = new Set(s.issues.filter((i) => mayHold.has(i.id) && i.concurrencyKey !== null && s.limits[i.concurrencyKey] !== undefined).map((i) => i.concurrencyKey));
+  const heldKeys = new Set(
+    s.issues.filter((i) => mayHold.has(i.id) && i.concurrencyKey !== null && s.limits[i.concurrencyKey] !== undefined).map((i) => i.concurrencyKey),
+  );
   for (const id of candidates) if (heldKeys.has(s.issues.find((i) => i.id === id)!.concurrencyKey)) mayHold.add(id);
   if (!skipped.every((id) => mayHold.has(id))) return step;
   // the claim order is the one the statement's snapshot gives (keys' turns included); the held rows are passed by
@@ -616,7 +679,10 @@ function noteReached(m: ModelBox, step: Concrete): void {
     return;
   }
   const [a, b] = step.pair;
-  for (const [x, y] of [[a, b], [b, a]] as const) {
+  for (const [x, y] of [
+    [a, b],
+    [b, a],
+  ] as const) {
     if (x.verb === "disableAgent" && x.reason.trim() !== "" && s.agents.includes(x.agentId)) {
       const ours = (runId: string | null) => s.runs.some((r) => r.id === runId && r.agentId === x.agentId);
       const holds = s.issues.filter((i) => ours(i.checkoutRunId)).map((i) => i.id);
@@ -626,7 +692,16 @@ function noteReached(m: ModelBox, step: Concrete): void {
         if (step.gate) m.reached.disableRacingGated++;
       }
     }
-    if (x.verb === "claimIssues" && y.verb === "finishRun" && x.runId === y.runId && x.agentId === y.agentId && isLive(s.runs.find((r) => r.id === x.runId), s.clock)) {
+    if (
+      x.verb === "claimIssues" &&
+      y.verb === "finishRun" &&
+      x.runId === y.runId &&
+      x.agentId === y.agentId &&
+      isLive(
+        s.runs.find((r) => r.id === x.runId),
+        s.clock,
+      )
+    ) {
       m.reached.batchRacingFinish++;
     }
     if (x.verb === "claimIssue" && x.issueId) {
@@ -639,7 +714,10 @@ function noteReached(m: ModelBox, step: Concrete): void {
       const timesOut =
         y.verb === "sweep" ||
         (y.verb === "heartbeatRun" && y.runId === holder.id && y.agentId === holder.agentId) ||
-        (y.verb === "claimIssue" && y.issueId !== undefined && y.issueId !== x.issueId && s.issues.find((i) => i.id === y.issueId)?.checkoutRunId === holder.id);
+        (y.verb === "claimIssue" &&
+          y.issueId !== undefined &&
+          y.issueId !== x.issueId &&
+          s.issues.find((i) => i.id === y.issueId)?.checkoutRunId === holder.id);
       if (timesOut) {
         m.reached.adoptWhileTimedOut++;
         if (step.gate) m.reached.adoptWhileTimedOutGated++;
@@ -696,7 +774,15 @@ export const racePairArb: fc.Arbitrary<Item[]> = fc.oneof(
 
 function adoptRaceArb(): fc.Arbitrary<Item[]> {
   return fc
-    .record({ adopter: agentArb, holder: agentArb, issue: issueArb, other: issueArb, which: fc.constantFrom("heartbeat", "sweep", "adopt"), gate: fc.boolean(), swap: fc.boolean() })
+    .record({
+      adopter: agentArb,
+      holder: agentArb,
+      issue: issueArb,
+      other: issueArb,
+      which: fc.constantFrom("heartbeat", "sweep", "adopt"),
+      gate: fc.boolean(),
+      swap: fc.boolean(),
+    })
     .map(({ adopter, holder, issue, other, which, gate, swap }): Item[] => {
       const adopt: Abstract = { verb: "claimById", agent: adopter, run: { back: 0 }, issue, expected: ["CLAIMED", "IN_PROGRESS"] };
       const timesOut: Abstract =
@@ -786,9 +872,7 @@ export function commandsArb(maxCommands: number): fc.Arbitrary<Iterable<fc.Async
   return fc.commands(
     [
       abstractArb(true).map((a) => new StepCommand(a)),
-      fc
-        .record({ a: abstractArb(false), b: abstractArb(false), gate: fc.boolean() })
-        .map(({ a, b, gate }) => new StepCommand({ pair: [a, b], gate })),
+      fc.record({ a: abstractArb(false), b: abstractArb(false), gate: fc.boolean() }).map(({ a, b, gate }) => new StepCommand({ pair: [a, b], gate })),
       racePairArb.map((items) => new StepCommand(items)),
     ],
     { maxCommands, size: "max" },

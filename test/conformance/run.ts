@@ -36,7 +36,9 @@ try {
     },
   });
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
-  console.log(`${report.result.numRuns} sequences passed before the end (${report.sequences} run in all, shrinking included; ${report.commands} steps) in ${seconds} s`);
+  console.log(
+    `${report.result.numRuns} sequences passed before the end (${report.sequences} run in all, shrinking included; ${report.commands} steps) in ${seconds} s`,
+  );
   console.log(`reached: ${JSON.stringify(report.reached)}`);
   if (report.result.failed) {
     code = 1;

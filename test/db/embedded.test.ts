@@ -58,7 +58,10 @@ it("starts inside a mode-700 directory holding both the checkout's binaries and 
 it("a distribution that cannot run is one clear error that says what to do", async () => {
   const broken = path.join(scratch, "broken");
   await mkdir(path.join(broken, "bin"), { recursive: true });
-  const error = await startEmbeddedPostgres(path.join(scratch, "data-broken"), () => {}, { nativeDir: broken, sharedDir: path.join(scratch, "shared-broken") }).catch((e: unknown) => e);
+  const error = await startEmbeddedPostgres(path.join(scratch, "data-broken"), () => {}, {
+    nativeDir: broken,
+    sharedDir: path.join(scratch, "shared-broken"),
+  }).catch((e: unknown) => e);
   expect(error).toBeInstanceOf(EmbeddedPostgresError);
   expect((error as Error).message).toMatch(/DATABASE_URL/);
   expect((error as Error).message).not.toContain("\n");

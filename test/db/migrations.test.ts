@@ -87,7 +87,9 @@ describe("migrations", () => {
       await ensureLedgerPartitions(url.toString()); // as every process that opens the database does (src/bin/database.ts)
 
       expect(await rows()).toEqual(written);
-      const { rows: parts } = await upgraded.query<{ name: string; from_at: Date | null; to_at: Date }>("SELECT name, from_at, to_at FROM lock_event_partitions ORDER BY to_at");
+      const { rows: parts } = await upgraded.query<{ name: string; from_at: Date | null; to_at: Date }>(
+        "SELECT name, from_at, to_at FROM lock_event_partitions ORDER BY to_at",
+      );
       expect(parts[0]).toMatchObject({ name: "lock_events_history", from_at: null });
       // The history ends at the midnight after its newest event (900 hours after 40 days ago); a partition a day follows from today to a week ahead.
       const today = Math.floor(Date.now() / 86_400_000) * 86_400_000;
@@ -97,7 +99,9 @@ describe("migrations", () => {
       expect(parts.at(-1)!.to_at.getTime()).toBe(today + 8 * 86_400_000);
       for (let i = 2; i < parts.length; i++) expect(parts[i]!.from_at!.getTime()).toBe(parts[i - 1]!.to_at.getTime());
       // A new event lands in today's partition, after every old one.
-      await upgraded.query(`INSERT INTO lock_events (company_id, seq, issue_id, kind, status) VALUES ('00000000-0000-4000-8000-000000000001', 1000, gen_random_uuid(), 'CLAIMED', 'CLAIMED')`);
+      await upgraded.query(
+        `INSERT INTO lock_events (company_id, seq, issue_id, kind, status) VALUES ('00000000-0000-4000-8000-000000000001', 1000, gen_random_uuid(), 'CLAIMED', 'CLAIMED')`,
+      );
       expect((await rows()).at(-1)).toBe("1000");
     } finally {
       await upgraded.end().catch(() => {});
@@ -132,8 +136,12 @@ describe("migrations", () => {
 describe("the ledger's clock", () => {
   // docs/invariants.md #12: no reader is given a seq below which an event can still appear
   it("refuses a database whose issue stamps are ahead of this cluster's transaction ids (a logical copy), and starts once they are not", async () => {
-    const { rows: [company] } = await client.query("INSERT INTO companies (name) VALUES ('copied') RETURNING id");
-    const { rows: [issue] } = await client.query(
+    const {
+      rows: [company],
+    } = await client.query("INSERT INTO companies (name) VALUES ('copied') RETURNING id");
+    const {
+      rows: [issue],
+    } = await client.query(
       "INSERT INTO issues (company_id, title, last_event_xid) VALUES ($1, 'from another cluster', (pg_current_xact_id()::text::bigint + 1000000)::text::xid8) RETURNING id",
       [company.id],
     );
@@ -145,8 +153,12 @@ describe("the ledger's clock", () => {
 
 describe("constraints", () => {
   async function companyAndIssue() {
-    const { rows: [company] } = await client.query("INSERT INTO companies (name) VALUES ('c') RETURNING id");
-    const { rows: [issue] } = await client.query("INSERT INTO issues (company_id, title) VALUES ($1, 't') RETURNING id", [company.id]);
+    const {
+      rows: [company],
+    } = await client.query("INSERT INTO companies (name) VALUES ('c') RETURNING id");
+    const {
+      rows: [issue],
+    } = await client.query("INSERT INTO issues (company_id, title) VALUES ($1, 't') RETURNING id", [company.id]);
     return issue.id as string;
   }
 
@@ -178,7 +190,9 @@ describe("constraints", () => {
   });
 
   it("the claim uses the claim index, whatever else the table holds", async () => {
-    const { rows: [company] } = await client.query("INSERT INTO companies (name) VALUES ('big') RETURNING id");
+    const {
+      rows: [company],
+    } = await client.query("INSERT INTO companies (name) VALUES ('big') RETURNING id");
     await client.query(
       `INSERT INTO issues (company_id, title, status) SELECT $1, 't', CASE WHEN g % 10 = 0 THEN 'OPEN' ELSE 'DONE' END::issue_status FROM generate_series(1, 20000) g`,
       [company.id],

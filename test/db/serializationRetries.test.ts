@@ -81,7 +81,11 @@ describe("serialization retries", () => {
           finished++;
           rang();
         } catch (err) {
-          errors.push(String((err as Error).message ?? err).split("\n").at(-1)!);
+          errors.push(
+            String((err as Error).message ?? err)
+              .split("\n")
+              .at(-1)!,
+          );
           rang(); // the others stop too
           return mine;
         }
@@ -98,7 +102,12 @@ describe("serialization retries", () => {
   // docs/access.md, Errors: CONFLICT_RETRY, outcome NOT_APPLIED
   it("a claim whose retries run out (one try; a held claim takes the key's last slot under it) answers CONFLICT_RETRY / NOT_APPLIED and changes nothing", async () => {
     const co = await createCompany(h, 2);
-    await co.board.ok(Ops.CreateIssuesDocument, { inputs: [{ title: "first", concurrencyKey: "one" }, { title: "second", concurrencyKey: "one" }] });
+    await co.board.ok(Ops.CreateIssuesDocument, {
+      inputs: [
+        { title: "first", concurrencyKey: "one" },
+        { title: "second", concurrencyKey: "one" },
+      ],
+    });
     expect((await co.board.raw(SET_LIMIT, { key: "one", max: 1 })).errors).toBeUndefined();
     const [holder, caller] = await actors(co.id);
     const deps: LockDeps = { db: direct.prisma, events: { publish() {} }, leaseSeconds: 60 };
@@ -110,19 +119,31 @@ describe("serialization retries", () => {
       let commit!: () => void;
       const committing = new Promise<void>((resolve) => (commit = resolve));
       // The holder's claim takes the key's one slot and holds its row until told to commit.
-      const held = direct.prisma.$transaction(async (tx) => {
-        const [answer] = await claimNextForEach({ db: tx, events: { publish() {} } }, co.id, [{ actor: holder!, runId: holderRun.id, includeUnassigned: true }]);
-        await committing;
-        return answer!;
-      }, { timeout: 30_000 });
+      const held = direct.prisma.$transaction(
+        async (tx) => {
+          const [answer] = await claimNextForEach({ db: tx, events: { publish() {} } }, co.id, [
+            { actor: holder!, runId: holderRun.id, includeUnassigned: true },
+          ]);
+          await committing;
+          return answer!;
+        },
+        { timeout: 30_000 },
+      );
       await eventually(async () => {
-        const rows = await h.sql("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction' AND query LIKE '%CLAIM_NEXT_FOR_EACH%'");
+        const rows = await h.sql(
+          "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction' AND query LIKE '%CLAIM_NEXT_FOR_EACH%'",
+        );
         return rows.length === 1 ? true : undefined;
       }, "the holder's claim to be made, uncommitted");
       // The caller's claim saw the slot free, took the other issue, and waits on the key's row in the trigger.
-      const answer = callerClient.raw<{ claimIssue: { __typename: string } }>(`mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename } }`, { r: callerRun });
+      const answer = callerClient.raw<{ claimIssue: { __typename: string } }>(
+        `mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename } }`,
+        { r: callerRun },
+      );
       await eventually(async () => {
-        const rows = await h.sql("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%CLAIM_NEXT_FOR_EACH%'");
+        const rows = await h.sql(
+          "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%CLAIM_NEXT_FOR_EACH%'",
+        );
         return rows.length === 1 ? true : undefined;
       }, "the caller's claim to wait on the key");
       commit();
@@ -149,9 +170,14 @@ describe("serialization retries", () => {
     const { active } = await h.one<{ active: number }>("SELECT active FROM concurrency_keys WHERE company_id = $1 AND key = 'one'", [co.id]);
     expect(active).toBe(1);
     expect(h.logged.filter((l) => l.level === "error")).toEqual([]);
-    expect(h.logged.filter((l) => l.msg === "conflict retries exhausted").map((l) => [l.level, l.fields?.tries, l.fields?.path])).toEqual([["warn", 1, "claimIssue"]]);
+    expect(h.logged.filter((l) => l.msg === "conflict retries exhausted").map((l) => [l.level, l.fields?.tries, l.fields?.path])).toEqual([
+      ["warn", 1, "claimIssue"],
+    ]);
     // With the budget back, the same claim answers at once: the key is full.
-    const again = await callerClient.raw<{ claimIssue: { __typename: string } }>(`mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename } }`, { r: callerRun });
+    const again = await callerClient.raw<{ claimIssue: { __typename: string } }>(
+      `mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename } }`,
+      { r: callerRun },
+    );
     expect(again).toEqual({ data: { claimIssue: { __typename: "NoIssueAvailable" } } });
   });
 });

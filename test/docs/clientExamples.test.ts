@@ -45,7 +45,9 @@ it("worker.mjs works the agent's queue and stops when it is empty: DONE, and BLO
   });
   const out = await runExample("worker.mjs", { BATON_TOKEN: co.agents[0]!.client.token! });
   expect(out).toContain("fix the login page: attempt 1, fencing token 1");
-  const statuses = await h.sql<{ title: string; status: string }>("SELECT title, status FROM issues WHERE id = ANY($1) ORDER BY title", [createIssues.map((i) => i.id)]);
+  const statuses = await h.sql<{ title: string; status: string }>("SELECT title, status FROM issues WHERE id = ANY($1) ORDER BY title", [
+    createIssues.map((i) => i.id),
+  ]);
   expect(statuses).toEqual([
     { title: "code review", status: "BLOCKED" },
     { title: "fix the login page", status: "DONE" },

@@ -45,7 +45,13 @@ it("runs as written, step by step, and ends with a clean audit", async () => {
     .replace(/^URL=.*$/m, `URL=${h.url}`)
     .replace(/^ADMIN_TOKEN=.*$/m, `ADMIN_TOKEN=${ADMIN_TOKEN}`);
   const out = await bash(script);
-  for (const step of ['"__typename":"IssueClaimed"', '"__typename":"ExecutionAcquired"', '"__typename":"IssueReleased"', '"kind":"RELEASED"', '"status":"SUCCEEDED"']) {
+  for (const step of [
+    '"__typename":"IssueClaimed"',
+    '"__typename":"ExecutionAcquired"',
+    '"__typename":"IssueReleased"',
+    '"kind":"RELEASED"',
+    '"status":"SUCCEEDED"',
+  ]) {
     expect(out).toContain(step);
   }
   expect(out).toContain('"lockAudit":{"doubleClaims":0,"halfReleasedLocks":0,"locksHeldByDeadRuns":0,"unescalatedExhausted":0}');

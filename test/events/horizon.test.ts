@@ -213,10 +213,7 @@ it("a long-open transaction that holds events back is reported: a gauge, and a w
     await openEventTransaction(older, spare.id);
     const { rows } = await older.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
     await claim(); // held back behind it
-    const warning = await eventually(
-      () => logged.find((l) => l.msg.startsWith("lock events are held back by an open transaction")),
-      "the warning",
-    );
+    const warning = await eventually(() => logged.find((l) => l.msg.startsWith("lock events are held back by an open transaction")), "the warning");
     expect(warning.fields).toMatchObject({ oldestTransaction: { pid: rows[0]!.pid, application: "held-open" } });
     const metrics = await (await fetch(new URL("/metrics", url))).text();
     const gauge = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1]);

@@ -45,7 +45,9 @@ it("reads newest first, and pages back with beforeSeq: every event once, none sk
 
 it("bounds a page on both sides, in either order", async () => {
   const window = (newestFirst: boolean) =>
-    co.board.ok(Ops.LedgerPageDocument, { companyId: co.id, afterSeq: all[3], beforeSeq: all[8], newestFirst, first: 100 }).then((r) => r.lockEvents.map((e) => e.seq));
+    co.board
+      .ok(Ops.LedgerPageDocument, { companyId: co.id, afterSeq: all[3], beforeSeq: all[8], newestFirst, first: 100 })
+      .then((r) => r.lockEvents.map((e) => e.seq));
   expect(await window(false)).toEqual(all.slice(4, 8));
   expect(await window(true)).toEqual(all.slice(4, 8).reverse());
 });

@@ -76,7 +76,9 @@ it("forceReleaseIssue and updateIssue (the board) publish their events, after co
   await agent().ok(Ops.ClaimIssueDocument, { runId, issueId: held });
   await s.until((m) => m.some((x) => x.data?.lockChanged.issueId === held), "the claim");
   expect((await published(() => co.board.ok(Ops.ForceReleaseDocument, { issueId: held, reason: "stuck" }))).map((e) => e.kind)).toEqual(["FORCE_RELEASED"]);
-  expect((await published(() => co.board.ok(Ops.UpdateIssueDocument, { id: held, input: { status: "CANCELLED" } }))).map((e) => e.kind)).toEqual(["STATUS_CHANGED"]);
+  expect((await published(() => co.board.ok(Ops.UpdateIssueDocument, { id: held, input: { status: "CANCELLED" } }))).map((e) => e.kind)).toEqual([
+    "STATUS_CHANGED",
+  ]);
 });
 
 it("finishRun releasing what the run still holds, and runHeartbeat (the scheduler's claims), publish their events, after commit", async () => {
@@ -109,7 +111,8 @@ it("publishes from one place: every verb commits its change through commitChange
   for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts") && f !== "commit.ts")) {
     const text = readFileSync(new URL(file, dir), "utf8");
     if (/\.publish\(/.test(text)) offenders.push(`${file} publishes by hand`);
-    if (/appendEvents\(/.test(text) && !/commitChange|commitTransaction|answerEach|ForEach\(/.test(text)) offenders.push(`${file} appends events but commits them another way`);
+    if (/appendEvents\(/.test(text) && !/commitChange|commitTransaction|answerEach|ForEach\(/.test(text))
+      offenders.push(`${file} appends events but commits them another way`);
   }
   expect(offenders).toEqual([]);
 });

@@ -91,11 +91,26 @@ it("a message on a company's channel that is not one of its committed events is 
   await live.count(1);
   await h.settled(co.id);
   const { issue } = (await co.board.ok(Ops.LockEventsDocument, { companyId: co.id })).lockEvents[0]!;
-  const real = { seq: (await h.ledgerSeqs(co.id))[0]!, companyId: co.id, issueId: issue.id, kind: "CLAIMED", status: "CLAIMED", runId: run.id, agentId: agent.id };
+  const real = {
+    seq: (await h.ledgerSeqs(co.id))[0]!,
+    companyId: co.id,
+    issueId: issue.id,
+    kind: "CLAIMED",
+    status: "CLAIMED",
+    runId: run.id,
+    agentId: agent.id,
+  };
   const publisher = new Redis(redis.url);
   try {
     const channel = `baton:lock-events:${co.id}`;
-    for (const junk of ["null", "42", "not json", JSON.stringify({ ...real, seq: "abc" }), JSON.stringify({ ...real, companyId: "x" }), JSON.stringify({ ...real, seq: "9000000000000000000" })]) {
+    for (const junk of [
+      "null",
+      "42",
+      "not json",
+      JSON.stringify({ ...real, seq: "abc" }),
+      JSON.stringify({ ...real, companyId: "x" }),
+      JSON.stringify({ ...real, seq: "9000000000000000000" }),
+    ]) {
       expect(await publisher.publish(channel, junk)).toBe(1); // instance B, which has the subscriber, hears it
     }
   } finally {

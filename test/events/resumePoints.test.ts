@@ -23,7 +23,9 @@ async function backdatedDay(daysAgo: number, seqs: bigint[]): Promise<void> {
   const day = utcDay(daysAgo);
   const name = `lock_events_${day.toISOString().slice(0, 10).replaceAll("-", "")}`;
   await h.sql(`CREATE TABLE ${name} (LIKE lock_events INCLUDING DEFAULTS)`);
-  await h.sql(`ALTER TABLE lock_events ATTACH PARTITION ${name} FOR VALUES FROM ('${day.toISOString()}') TO ('${new Date(day.getTime() + DAY_MS).toISOString()}')`);
+  await h.sql(
+    `ALTER TABLE lock_events ATTACH PARTITION ${name} FOR VALUES FROM ('${day.toISOString()}') TO ('${new Date(day.getTime() + DAY_MS).toISOString()}')`,
+  );
   for (const seq of seqs) {
     await h.sql(`INSERT INTO lock_events (company_id, seq, issue_id, kind, status, at) VALUES ($1, $2, gen_random_uuid(), 'CLAIMED', 'CLAIMED', $3)`, [
       co.id,
@@ -167,7 +169,10 @@ describe("an afterSeq above every seq this database has made", () => {
     const response = await fetch(h.url, {
       method: "POST",
       headers: { "content-type": "application/json", accept: "text/event-stream", authorization: `Bearer ${co.board.token}` },
-      body: JSON.stringify({ query: `subscription($c: ID!, $a: ID) { lockChanged(companyId: $c, afterSeq: $a) { seq } }`, variables: { c: co.id, a: afterSeq } }),
+      body: JSON.stringify({
+        query: `subscription($c: ID!, $a: ID) { lockChanged(companyId: $c, afterSeq: $a) { seq } }`,
+        variables: { c: co.id, a: afterSeq },
+      }),
     });
     const messages = (await response.text()).split("\n\n").filter((m) => m.startsWith("event:"));
     expect(messages.map((m) => m.split("\n")[0])).toEqual(["event: next", "event: complete"]);

@@ -79,7 +79,10 @@ describe("lockChanged", () => {
     const [a, b] = co.agents as [Company["agents"][0], Company["agents"][0]];
     const from = await lastSeq(co);
     const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
-      inputs: [{ title: "x", assigneeAgentId: a.id }, { title: "y", assigneeAgentId: b.id }],
+      inputs: [
+        { title: "x", assigneeAgentId: a.id },
+        { title: "y", assigneeAgentId: b.id },
+      ],
     });
     const x = createIssues[0]!;
     const byIssue = subscribe(urlB, co.board.token, { companyId: co.id, issueId: x.id, afterSeq: from });
@@ -213,7 +216,12 @@ describe("subscription lifetimes", () => {
     const co = await createCompany(h, 1);
     const { createClient } = await import("graphql-ws");
     const WebSocket = (await import("ws")).default;
-    const client = createClient({ url: h.url.replace(/^http/, "ws"), webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${co.board.token}` }, retryAttempts: 0 });
+    const client = createClient({
+      url: h.url.replace(/^http/, "ws"),
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: `Bearer ${co.board.token}` },
+      retryAttempts: 0,
+    });
     try {
       const broken = await new Promise<unknown>((resolve) => {
         client.subscribe({ query: "subscription {" }, { next: () => {}, error: resolve, complete: () => resolve(null) });
@@ -221,7 +229,7 @@ describe("subscription lifetimes", () => {
       expect(JSON.stringify(broken)).toMatch(/Syntax Error|parse/);
       const ok = await new Promise<unknown>((resolve, reject) => {
         const dispose = client.subscribe(
-          { query: "subscription($c: ID!) { lockChanged(companyId: $c, afterSeq: \"0\") { seq } }", variables: { c: co.id } },
+          { query: 'subscription($c: ID!) { lockChanged(companyId: $c, afterSeq: "0") { seq } }', variables: { c: co.id } },
           { next: (v) => (dispose(), resolve(v)), error: reject, complete: () => {} },
         );
         // The issue exists before the claim (run concurrently, the claim could find nothing, and no event would come).

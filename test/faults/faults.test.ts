@@ -54,7 +54,10 @@ async function company(server: ServerProcess): Promise<Company> {
 
 /** Load until `more` further issues are completed after each step of the fault. */
 async function underLoad(urls: () => string[], co: Company, fault: Array<() => Promise<unknown>>): Promise<LoadOutcome> {
-  const load = startLoad(urls, co.agents.map((a) => a.client.token!));
+  const load = startLoad(
+    urls,
+    co.agents.map((a) => a.client.token!),
+  );
   try {
     for (const step of [async () => {}, ...fault]) {
       await step();
@@ -95,14 +98,16 @@ async function settled(databaseUrl: string, co: Company, outcome: LoadOutcome) {
   expect(await checkHistory(databaseUrl, co.id, outcome.told)).toEqual([]);
 }
 
-
 describe("under load, nothing stays held or half-released and the history checker finds no violation, through", () => {
   it("SIGKILL of one of two API instances", async () => {
     const database: TestDatabase = await createTestDatabase();
     cleanups.push(() => database.drop());
     const a = await startServerProcess({}, { database });
     const b = await startServerProcess({}, { database });
-    cleanups.push(() => a.stop(), () => b.stop());
+    cleanups.push(
+      () => a.stop(),
+      () => b.stop(),
+    );
     const co = await company(b);
     const outcome = await underLoad(() => [a, b].filter((s) => s.alive()).map((s) => s.url), co, [() => a.stop()]);
     expect(a.alive()).toBe(false);
@@ -150,7 +155,10 @@ describe("under load, nothing stays held or half-released and the history checke
     cleanups.push(() => database.drop());
     const a = await startServerProcess({ REDIS_URL: redis.url }, { database });
     const b = await startServerProcess({ REDIS_URL: redis.url }, { database });
-    cleanups.push(() => a.stop(), () => b.stop());
+    cleanups.push(
+      () => a.stop(),
+      () => b.stop(),
+    );
     const co = await company(a);
     const bounce = async () => {
       await redis.kill();

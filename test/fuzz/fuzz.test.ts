@@ -34,7 +34,10 @@ it(`${COUNT} generated requests (seed ${SEED}): no violation`, { timeout: 180_00
   }
   const outcomes = Object.keys(report.outcomes);
   for (const kind of [/^http 200 data/, /^http 200 sse /, /^ws data/, /^ws open/, /^ws-raw closed 44/]) {
-    expect(outcomes.some((o) => kind.test(o)), `an outcome ${kind}`).toBe(true);
+    expect(
+      outcomes.some((o) => kind.test(o)),
+      `an outcome ${kind}`,
+    ).toBe(true);
   }
   const problems = problemTypesOf(schema);
   const problemsSeen = Object.keys(report.typenames).filter((t) => problems.has(t));

@@ -505,7 +505,22 @@ class Build {
   }
 }
 
-type Hint = "company" | "agent" | "run" | "issue" | "seq" | "cursor" | "name" | "title" | "description" | "reason" | "text" | "first" | "limit" | "maxAttempts" | "none";
+type Hint =
+  | "company"
+  | "agent"
+  | "run"
+  | "issue"
+  | "seq"
+  | "cursor"
+  | "name"
+  | "title"
+  | "description"
+  | "reason"
+  | "text"
+  | "first"
+  | "limit"
+  | "maxAttempts"
+  | "none";
 
 function hintFor(field: string, arg: string): Hint {
   switch (arg) {
@@ -632,7 +647,20 @@ function validString(b: Build, hint: Hint, field: string): string {
 function malformedString(b: Build, hint: Hint): string {
   const { rng } = b;
   if (hint === "seq") {
-    return rng.pick(["-1", "1.5", "abc", "", " 1", "0x10", "1e3", "9223372036854775807", "9223372036854775808", "99999999999999999999999", "٣", oddString(rng)]);
+    return rng.pick([
+      "-1",
+      "1.5",
+      "abc",
+      "",
+      " 1",
+      "0x10",
+      "1e3",
+      "9223372036854775807",
+      "9223372036854775808",
+      "99999999999999999999999",
+      "٣",
+      oddString(rng),
+    ]);
   }
   if (hint === "cursor") {
     return rng.pick([
@@ -742,7 +770,12 @@ function valueFor(b: Build, type: GraphQLInputType, hint: Hint, field: string, d
   if (isEnumType(named)) {
     if (bad) {
       b.note(`enum:${named.name}`);
-      return rng.pick<Val>([new EnumLit("NOPE"), new EnumLit(named.getValues()[0]!.name.toLowerCase()), new RawLit(`"${named.getValues()[0]!.name}"`, "NOPE"), new EnumLit("null")]);
+      return rng.pick<Val>([
+        new EnumLit("NOPE"),
+        new EnumLit(named.getValues()[0]!.name.toLowerCase()),
+        new RawLit(`"${named.getValues()[0]!.name}"`, "NOPE"),
+        new EnumLit("null"),
+      ]);
     }
     return new EnumLit(rng.pick(named.getValues()).name);
   }
@@ -796,7 +829,15 @@ function inputFieldValue(b: Build, inputType: string, name: string, type: GraphQ
   const { rng } = b;
   if (name === "status" && !rng.chance(b.malformedRate)) {
     // CreateIssueInput takes BACKLOG or OPEN; UpdateIssueInput any move, allowed or not.
-    return new EnumLit(inputType === "CreateIssueInput" ? rng.weighted([["OPEN", 80], ["BACKLOG", 15], ["DONE", 5]] as const) : rng.pick(["OPEN", "CANCELLED", "BLOCKED", "DONE", "BACKLOG", "IN_PROGRESS", "ESCALATED", "CLAIMED"]));
+    return new EnumLit(
+      inputType === "CreateIssueInput"
+        ? rng.weighted([
+            ["OPEN", 80],
+            ["BACKLOG", 15],
+            ["DONE", 5],
+          ] as const)
+        : rng.pick(["OPEN", "CANCELLED", "BLOCKED", "DONE", "BACKLOG", "IN_PROGRESS", "ESCALATED", "CLAIMED"]),
+    );
   }
   if (name === "assigneeAgentId" && rng.chance(0.15)) return null; // unassigned / unassign
   return valueFor(b, type, hintFor(field, name), field, depth);
@@ -974,7 +1015,9 @@ function shaped(
       return { body: `${body} ${Array.from({ length: rng.int(2, 8) }, () => "__typename").join(" ")}` };
     case "wide-set": {
       const n = rng.pick([20, 51, 80]);
-      return { body: `${body} ${Array.from({ length: n }, (_, i) => (rng.chance(0.5) ? `... on ${opRootName(op)} { __typename }` : `t${i}: __typename`)).join(" ")}` };
+      return {
+        body: `${body} ${Array.from({ length: n }, (_, i) => (rng.chance(0.5) ? `... on ${opRootName(op)} { __typename }` : `t${i}: __typename`)).join(" ")}`,
+      };
     }
     case "deep-invalid": {
       const depth = rng.int(3, 14);
@@ -1029,7 +1072,16 @@ function opRootName(op: OpType): string {
 
 function graphqlCase(b: Build, op: OpType): { request: GraphQLRequest; fields: string[]; op: OpType } {
   const { rng } = b;
-  const count = op === "subscription" ? (b.mode === "shape" && rng.chance(0.3) ? 2 : 1) : rng.weighted([[1, 85], [2, 10], [3, 5]] as const);
+  const count =
+    op === "subscription"
+      ? b.mode === "shape" && rng.chance(0.3)
+        ? 2
+        : 1
+      : rng.weighted([
+          [1, 85],
+          [2, 10],
+          [3, 5],
+        ] as const);
   const fields: string[] = [];
   const calls: string[] = [];
   for (let i = 0; i < count; i++) {
@@ -1088,8 +1140,26 @@ function rawHttpCase(b: Build): { http: HttpShape; notes: string[] } {
   const { rng } = b;
   const ok = JSON.stringify({ query: "{ me { role } }" });
   const kinds: [string, () => HttpShape][] = [
-    ["not-json", () => ({ method: "POST", path: "/graphql", accept: "application/json", contentType: "application/json", body: rng.pick(["{not json", "", "{", '{"query": "{ me { role } }"', "\u0000", "undefined"]) })],
-    ["json-not-object", () => ({ method: "POST", path: "/graphql", accept: "application/json", contentType: "application/json", body: rng.pick(["null", "[]", "42", '"query"', "true", `[${ok}]`, `[${ok},${ok}]`]) })],
+    [
+      "not-json",
+      () => ({
+        method: "POST",
+        path: "/graphql",
+        accept: "application/json",
+        contentType: "application/json",
+        body: rng.pick(["{not json", "", "{", '{"query": "{ me { role } }"', "\u0000", "undefined"]),
+      }),
+    ],
+    [
+      "json-not-object",
+      () => ({
+        method: "POST",
+        path: "/graphql",
+        accept: "application/json",
+        contentType: "application/json",
+        body: rng.pick(["null", "[]", "42", '"query"', "true", `[${ok}]`, `[${ok},${ok}]`]),
+      }),
+    ],
     [
       "bad-params",
       () => ({
@@ -1122,7 +1192,15 @@ function rawHttpCase(b: Build): { http: HttpShape; notes: string[] } {
         method: "POST",
         path: "/graphql",
         accept: "application/json",
-        contentType: rng.pick(["text/plain", "application/x-www-form-urlencoded", "application/graphql", "multipart/form-data; boundary=xyz", "application/json; charset=utf-16", "application/xml", "application/graphql-response+json"]),
+        contentType: rng.pick([
+          "text/plain",
+          "application/x-www-form-urlencoded",
+          "application/graphql",
+          "multipart/form-data; boundary=xyz",
+          "application/json; charset=utf-16",
+          "application/xml",
+          "application/graphql-response+json",
+        ]),
         body: rng.pick([ok, "query=%7B%20me%20%7B%20role%20%7D%20%7D", "{ me { role } }", "--xyz\r\ngarbage", "--xyz--"]),
       }),
     ],
@@ -1130,16 +1208,46 @@ function rawHttpCase(b: Build): { http: HttpShape; notes: string[] } {
       "get",
       () => {
         const params = new URLSearchParams();
-        params.set("query", rng.pick(["{ me { role } }", "mutation { startRun { id } }", "subscription { lockChanged(companyId: \"x\") { seq } }", "{ me { role", ""]));
+        params.set(
+          "query",
+          rng.pick(["{ me { role } }", "mutation { startRun { id } }", 'subscription { lockChanged(companyId: "x") { seq } }', "{ me { role", ""]),
+        );
         if (rng.chance(0.5)) params.set("variables", rng.pick(["{x", "{}", "null", "[]", '{"a":1}', "5", '"s"']));
         if (rng.chance(0.2)) params.set("operationName", rng.pick(["", "X", "{}"]));
         if (rng.chance(0.2)) params.set("extensions", rng.pick(["{x", "{}", "5"]));
         return { method: "GET", path: "/graphql", accept: "application/json", contentType: null, body: params.toString() };
       },
     ],
-    ["method", () => ({ method: rng.pick(["PUT", "DELETE", "PATCH", "OPTIONS"] as const), path: "/graphql", accept: "application/json", contentType: "application/json", body: ok })],
-    ["accept", () => ({ method: "POST", path: "/graphql", accept: rng.pick(["application/xml", "multipart/mixed", "text/event-stream", "*/*", "application/graphql-response+json", "application/json;q=0"]), contentType: "application/json", body: ok })],
-    ["path", () => ({ method: "POST", path: rng.pick(["/graphql/", "/graphql?x=1", "/graphql?query=%7B", "/graphql#frag"]), accept: "application/json", contentType: "application/json", body: ok })],
+    [
+      "method",
+      () => ({
+        method: rng.pick(["PUT", "DELETE", "PATCH", "OPTIONS"] as const),
+        path: "/graphql",
+        accept: "application/json",
+        contentType: "application/json",
+        body: ok,
+      }),
+    ],
+    [
+      "accept",
+      () => ({
+        method: "POST",
+        path: "/graphql",
+        accept: rng.pick(["application/xml", "multipart/mixed", "text/event-stream", "*/*", "application/graphql-response+json", "application/json;q=0"]),
+        contentType: "application/json",
+        body: ok,
+      }),
+    ],
+    [
+      "path",
+      () => ({
+        method: "POST",
+        path: rng.pick(["/graphql/", "/graphql?x=1", "/graphql?query=%7B", "/graphql#frag"]),
+        accept: "application/json",
+        contentType: "application/json",
+        body: ok,
+      }),
+    ],
     [
       "big-body",
       () => ({
@@ -1155,7 +1263,10 @@ function rawHttpCase(b: Build): { http: HttpShape; notes: string[] } {
   return { http: make(), notes: [`raw-http:${name}`] };
 }
 
-function rawWsCase(b: Build, authorization: string | null): { frames: (string | { binary: string })[]; subprotocol: string | null; notes: string[]; role?: Role } {
+function rawWsCase(
+  b: Build,
+  authorization: string | null,
+): { frames: (string | { binary: string })[]; subprotocol: string | null; notes: string[]; role?: Role } {
   const { rng, fixture } = b;
   const init = JSON.stringify({ type: "connection_init", payload: authorization === null ? {} : { authorization } });
   const sub = (id: string, query: string, extra: Record<string, unknown> = {}) => JSON.stringify({ type: "subscribe", id, payload: { query, ...extra } });
@@ -1168,14 +1279,27 @@ function rawWsCase(b: Build, authorization: string | null): { frames: (string | 
     ["unknown-type", () => [init, JSON.stringify({ type: rng.pick(["nope", "start", "connection_terminate", "next", "error"]), id: "1", payload: {} })]],
     ["ping", () => [init, JSON.stringify({ type: "ping" }), JSON.stringify({ type: "pong" }), sub("1", "{ me { role } }")]],
     ["complete-unknown", () => [init, JSON.stringify({ type: "complete", id: "nope" }), sub("2", "{ me { role } }")]],
-    ["bad-payload", () => [init, JSON.stringify({ type: "subscribe", id: "1", payload: rng.pick([{ query: 5 }, null, "x", { query: "{ me { role } }", variables: "v" }, { query: "{ me { role } }", extensions: 5 }]) })]],
+    [
+      "bad-payload",
+      () => [
+        init,
+        JSON.stringify({
+          type: "subscribe",
+          id: "1",
+          payload: rng.pick([{ query: 5 }, null, "x", { query: "{ me { role } }", variables: "v" }, { query: "{ me { role } }", extensions: 5 }]),
+        }),
+      ],
+    ],
     ["huge-id", () => [init, sub("i".repeat(rng.pick([1000, 20_000])), "{ me { role } }")]],
     [
       "init-payload",
       () => {
         // None of these carries a token: the operations run without a key (if the socket stays open).
         role = "none";
-        return [JSON.stringify({ type: "connection_init", payload: rng.pick<unknown>(["str", 5, [1], null, { authorization: 5 }, { authorization: { a: 1 } }]) }), sub("1", "{ me { role } }")];
+        return [
+          JSON.stringify({ type: "connection_init", payload: rng.pick<unknown>(["str", 5, [1], null, { authorization: 5 }, { authorization: { a: 1 } }]) }),
+          sub("1", "{ me { role } }"),
+        ];
       },
     ],
     ["binary", () => [init, { binary: sub("1", "{ me { role } }") }]],
@@ -1298,7 +1422,13 @@ export function generateCase(gen: Generator, seed: number, index: number): FuzzC
     // Only `authorization` (a string) is read: anything else connects without a key.
     c.role = "none";
     c.connectionParams =
-      spelling === "Authorization" ? { Authorization: authorization } : spelling === "number" ? { authorization: 12345 } : spelling === "object" ? { authorization: { token: authorization } } : {};
+      spelling === "Authorization"
+        ? { Authorization: authorization }
+        : spelling === "number"
+          ? { authorization: 12345 }
+          : spelling === "object"
+            ? { authorization: { token: authorization } }
+            : {};
   }
   if (rng.chance(0.05)) {
     const other = rng.pick(ROLES.filter((r) => r !== "garbage"));

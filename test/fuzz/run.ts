@@ -189,7 +189,11 @@ async function seedCompany(url: string, adminToken: string, name: string, agentC
     issues[state].push(issueId);
     if (state === "open" || state === "backlog") continue;
     if (state === "cancelled") {
-      expectType((await request(url, board, Ops.UpdateIssueDocument, { id: issueId, input: { status: "CANCELLED" } })).updateIssue, "IssueUpdated", "updateIssue");
+      expectType(
+        (await request(url, board, Ops.UpdateIssueDocument, { id: issueId, input: { status: "CANCELLED" } })).updateIssue,
+        "IssueUpdated",
+        "updateIssue",
+      );
       continue;
     }
     expectType((await request(url, a0.key, Ops.ClaimIssueDocument, { runId, issueId })).claimIssue, "IssueClaimed", "claimIssue");
@@ -199,7 +203,11 @@ async function seedCompany(url: string, adminToken: string, name: string, agentC
     }
     if (state === "inProgress") continue;
     const outcome = state === "done" ? "DONE" : state === "blocked" ? "BLOCKED" : "FAILED";
-    const released = expectType((await request(url, a0.key, Ops.ReleaseIssueDocument, { runId, issueId, outcome })).releaseIssue, "IssueReleased", "releaseIssue");
+    const released = expectType(
+      (await request(url, a0.key, Ops.ReleaseIssueDocument, { runId, issueId, outcome })).releaseIssue,
+      "IssueReleased",
+      "releaseIssue",
+    );
     const status = released.__typename === "IssueReleased" ? released.issue.status : null;
     const want = state === "done" ? "DONE" : state === "blocked" ? "BLOCKED" : "ESCALATED";
     if (status !== want) throw new Error(`fixture: ${state} issue is ${status}`);
@@ -289,7 +297,8 @@ export class Check {
     for (const key of ["stack", "exception", "originalError", "stacktrace"]) {
       if (extensions && key in extensions) this.fail("internals shown", `${where}: extensions.${key}`);
     }
-    if (code === "UNAUTHENTICATED" && !isAnonymous(this.c.role)) this.fail("valid key refused", `${where}: answered UNAUTHENTICATED (${String(message)}) to a valid key, ${this.c.role}'s`);
+    if (code === "UNAUTHENTICATED" && !isAnonymous(this.c.role))
+      this.fail("valid key refused", `${where}: answered UNAUTHENTICATED (${String(message)}) to a valid key, ${this.c.role}'s`);
   }
 
   data(data: unknown) {
@@ -318,7 +327,8 @@ export class Check {
       const field = this.fieldOf(key);
       if (!field || field.startsWith("__")) continue;
       const allowed = FIELD_ROLES[field];
-      if (allowed && !allowed.includes(this.c.role)) this.fail("data for a role that may not have it", `${this.c.role} got ${field}: ${JSON.stringify(value).slice(0, 200)}`);
+      if (allowed && !allowed.includes(this.c.role))
+        this.fail("data for a role that may not have it", `${this.c.role} got ${field}: ${JSON.stringify(value).slice(0, 200)}`);
       if (field === "company" && company && typeof (value as { id?: unknown }).id === "string" && (value as { id: string }).id !== company) {
         this.fail("another company's data", `${this.c.role} read company ${JSON.stringify(value)}`);
       }
@@ -552,7 +562,9 @@ async function sendWs(wsUrl: string, c: FuzzCase, check: Check): Promise<Sent> {
         if (subscription) finish("event");
       },
       error: (err: unknown) => {
-        results.push(Array.isArray(err) ? { error: err } : { closed: err && typeof err === "object" && "code" in err ? (err as { code: unknown }).code : String(err) });
+        results.push(
+          Array.isArray(err) ? { error: err } : { closed: err && typeof err === "object" && "code" in err ? (err as { code: unknown }).code : String(err) },
+        );
         if (Array.isArray(err)) {
           check.errors(err, "ws error");
           finish(`error ${String((err[0] as { extensions?: { code?: unknown } } | undefined)?.extensions?.code ?? "no code")}`);
@@ -684,7 +696,10 @@ function loggedErrors(output: string): Violation[] {
     if (!line.includes('"level":"error"')) continue;
     try {
       const entry = JSON.parse(line) as { msg?: string; error?: string; errorName?: string; stack?: string; path?: string };
-      const frames = (entry.stack ?? "").split("\n").slice(1, 3).map((s) => s.trim());
+      const frames = (entry.stack ?? "")
+        .split("\n")
+        .slice(1, 3)
+        .map((s) => s.trim());
       const detail = `${entry.msg}: ${entry.errorName ?? ""} ${entry.error ?? ""}${entry.path ? ` (at ${entry.path})` : ""} ${frames.join(" | ")}`;
       found.push({ index: null, kind: "server logged an error", detail: detail.trim() });
     } catch {
@@ -759,12 +774,17 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       const holdsStream =
         c.transport === "http"
           ? isAnonymous(c.role) && (c.http?.accept ?? "").includes("event-stream")
-          : c.transport === "ws-raw" || c.connectionParams !== undefined || c.authorization === null || isAnonymous(c.role) || c.notes.some((n) => n.startsWith("operation-authorization"));
+          : c.transport === "ws-raw" ||
+            c.connectionParams !== undefined ||
+            c.authorization === null ||
+            isAnonymous(c.role) ||
+            c.notes.some((n) => n.startsWith("operation-authorization"));
       const release = holdsStream ? await anonymousStreams.take() : () => {};
       const t0 = performance.now();
       let sent: Sent;
       try {
-        sent = c.transport === "http" ? await sendHttp(origin, c, check) : c.transport === "ws" ? await sendWs(wsUrl, c, check) : await sendRawWs(wsUrl, c, check);
+        sent =
+          c.transport === "http" ? await sendHttp(origin, c, check) : c.transport === "ws" ? await sendWs(wsUrl, c, check) : await sendRawWs(wsUrl, c, check);
       } catch (err) {
         check.fail("fuzzer failed", String((err as Error)?.stack ?? err));
         sent = { outcome: "fuzzer failed", answer: "" };
@@ -784,7 +804,11 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       }
       unanswered = check.violations.some((v) => v.kind === "no answer") ? unanswered + 1 : 0;
       if (server && !server.alive()) {
-        report.violations.push({ index, kind: "server exited", detail: `the API process exited during or before case #${index}: ${server.output().slice(-800)}` });
+        report.violations.push({
+          index,
+          kind: "server exited",
+          detail: `the API process exited during or before case #${index}: ${server.output().slice(-800)}`,
+        });
         stop = true;
       }
       if (!server && unanswered >= 20) {
@@ -809,11 +833,15 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     try {
       const health = await fetch(`${origin}/healthz`, { signal: AbortSignal.timeout(5000) });
       const body = await health.text();
-      if (health.status !== 200 || !/"ok"/.test(body)) report.violations.push({ index: null, kind: "healthz", detail: `${health.status} ${body.slice(0, 200)}` });
+      if (health.status !== 200 || !/"ok"/.test(body))
+        report.violations.push({ index: null, kind: "healthz", detail: `${health.status} ${body.slice(0, 200)}` });
     } catch (err) {
       report.violations.push({ index: null, kind: "healthz", detail: `no answer: ${String(err)}` });
     }
-    for (const [name, co] of [["A", fixture.A], ["B", fixture.B]] as const) {
+    for (const [name, co] of [
+      ["A", fixture.A],
+      ["B", fixture.B],
+    ] as const) {
       try {
         const { lockAudit } = await request(url, adminToken, Ops.LockAuditDocument, { companyId: co.id });
         report.lockAudit[name] = {
@@ -979,7 +1007,10 @@ function parseArgs(argv: string[]): FuzzOptions & { show: number } {
         options.concurrency = Math.max(1, int(name, value()));
         break;
       case "--only":
-        options.only = (value() ?? "").split(",").filter(Boolean).map((s) => int(name, s));
+        options.only = (value() ?? "")
+          .split(",")
+          .filter(Boolean)
+          .map((s) => int(name, s));
         break;
       case "--show":
         options.show = int(name, value());
@@ -992,7 +1023,9 @@ function parseArgs(argv: string[]): FuzzOptions & { show: number } {
         break;
       case "--help":
       case "-h":
-        process.stdout.write("npm run fuzz -- --count N --seed S [--url URL --admin-token T] [--concurrency C] [--only I,J] [--show K] [--redis URL] [--lease-seconds L]\n");
+        process.stdout.write(
+          "npm run fuzz -- --count N --seed S [--url URL --admin-token T] [--concurrency C] [--only I,J] [--show K] [--redis URL] [--lease-seconds L]\n",
+        );
         process.exit(0);
         break;
       default:

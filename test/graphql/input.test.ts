@@ -128,8 +128,7 @@ describe("non-UUID ids", () => {
         for (const [name, client, doc, variables] of slots(bad)) {
           const res = await send(client, doc, variables);
           const data = (res.data ?? null) as Record<string, unknown> | null;
-          const refused =
-            res.errors?.[0]?.extensions?.code === "BAD_USER_INPUT" && (data === null || Object.values(data).every((v) => v === null));
+          const refused = res.errors?.[0]?.extensions?.code === "BAD_USER_INPUT" && (data === null || Object.values(data).every((v) => v === null));
           if (!refused) wrong.push(`${name} = ${JSON.stringify(bad.slice(0, 40))}: ${JSON.stringify(res).slice(0, 200)}`);
           expectNoStack(res);
         }
@@ -378,7 +377,10 @@ describe("query shape", () => {
     expect(Object.keys(ok.data!)).toHaveLength(30);
     const refused = await send(acme.board, `{ ${aliased(31)} }`);
     expectRefused(refused);
-    expect(refused.errors!.some((e) => e.extensions?.code === "BAD_USER_INPUT"), JSON.stringify(refused.errors)).toBe(true);
+    expect(
+      refused.errors!.some((e) => e.extensions?.code === "BAD_USER_INPUT"),
+      JSON.stringify(refused.errors),
+    ).toBe(true);
   });
 
   it("aliases hidden in fragments count too", async () => {
@@ -402,7 +404,10 @@ describe("query shape", () => {
     const deep = (depth: number) => "{ me ".concat("{ x ".repeat(depth - 2), "{ role }", " }".repeat(depth - 1));
     const res = await send(acme.board, deep(12));
     expectRefused(res);
-    expect(res.errors!.some((e) => e.extensions?.code === "BAD_USER_INPUT" && /nest|deep/i.test(e.message)), JSON.stringify(res.errors)).toBe(true);
+    expect(
+      res.errors!.some((e) => e.extensions?.code === "BAD_USER_INPUT" && /nest|deep/i.test(e.message)),
+      JSON.stringify(res.errors),
+    ).toBe(true);
   });
 
   it("introspection is no way around the depth limit", async () => {
@@ -474,4 +479,3 @@ describe("unexpected errors", () => {
     expect(again.claimIssue.__typename).toBe("IssueClaimed");
   });
 });
-

@@ -14,7 +14,9 @@ export function databaseUrl(name: string): string {
 
 export async function templateName(): Promise<string> {
   const migrations = await readMigrations();
-  const hash = createHash("sha256").update(migrations.map((m) => `${m.name}:${m.checksum}`).join("\n")).digest("hex");
+  const hash = createHash("sha256")
+    .update(migrations.map((m) => `${m.name}:${m.checksum}`).join("\n"))
+    .digest("hex");
   return `baton_template_${hash.slice(0, 12)}`;
 }
 

@@ -107,7 +107,14 @@ export async function startHarness(options: { leaseSeconds?: number; redisUrl?: 
     const db = connectDb(database.url, 8, "baton-test");
     const redisUrl = opts.redisUrl ?? options.redisUrl;
     const bus = redisUrl ? createRedisBus(redisUrl, log) : createInProcessBus();
-    const app = buildApp({ db: db.prisma, bus, adminToken: ADMIN_TOKEN, leaseSeconds: options.leaseSeconds ?? 60, log, ledgerPollMs: options.ledgerPollMs ?? 200 });
+    const app = buildApp({
+      db: db.prisma,
+      bus,
+      adminToken: ADMIN_TOKEN,
+      leaseSeconds: options.leaseSeconds ?? 60,
+      log,
+      ledgerPollMs: options.ledgerPollMs ?? 200,
+    });
     const { url } = await app.start(0);
     const instance = {
       url,

@@ -86,4 +86,3 @@ export async function startPgProxy(target: URL): Promise<PgProxy> {
       }),
   };
 }
-

@@ -41,10 +41,14 @@ export async function startServerProcess(env: Record<string, string> = {}, optio
   let output = "";
   child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  const url = await eventually(() => {
-    if (child.exitCode !== null) throw new Error(`the server exited ${child.exitCode}: ${output}`);
-    return /Baton API\s+(http:\S+)/.exec(output)?.[1];
-  }, "the server to start", 30_000);
+  const url = await eventually(
+    () => {
+      if (child.exitCode !== null) throw new Error(`the server exited ${child.exitCode}: ${output}`);
+      return /Baton API\s+(http:\S+)/.exec(output)?.[1];
+    },
+    "the server to start",
+    30_000,
+  );
   return {
     url,
     origin: new URL(url).origin,

@@ -19,12 +19,21 @@ let page: Page;
 const external: string[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: bash scripts/test-prerequisites.sh installs it (npm test runs it first), or set CHROMIUM_PATH`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(`no Chromium at ${CHROMIUM}: bash scripts/test-prerequisites.sh installs it (npm test runs it first), or set CHROMIUM_PATH`);
   h = await startHarness();
   co = await createCompany(h, 1);
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
   page = await browser.newPage();
   const origin = new URL(h.url).origin;

@@ -179,7 +179,11 @@ describe("documents with a valid key", () => {
   it("a fragment chain that multiplies at every level is validated and sized in one pass, not expanded", async () => {
     const levels = 12;
     const fragments = Array.from({ length: levels }, (_, i) =>
-      i === levels - 1 ? `fragment f${i} on Query { me { role } }` : `fragment f${i} on Query { ${Array(10).fill(`...f${i + 1}`).join(" ")} }`,
+      i === levels - 1
+        ? `fragment f${i} on Query { me { role } }`
+        : `fragment f${i} on Query { ${Array(10)
+            .fill(`...f${i + 1}`)
+            .join(" ")} }`,
     );
     const answer = await gql(`query { ...f0 } ${fragments.join(" ")}`, server.adminToken); // about 1 KB, 10^12 paths
     expect(answer.body).toEqual({ data: { me: { role: "ADMIN" } } });

@@ -59,13 +59,18 @@ class RawSocket {
   errorOf(id: string): Promise<Record<string, unknown>> {
     return eventually(() => {
       const m = this.messages.find((m) => m.id === id && (m.type === "error" || m.type === "next"));
-      return m?.type === "error" ? m.payload?.[0]?.extensions : (m?.payload as { errors?: { extensions: Record<string, unknown> }[] } | undefined)?.errors?.[0]?.extensions;
+      return m?.type === "error"
+        ? m.payload?.[0]?.extensions
+        : (m?.payload as { errors?: { extensions: Record<string, unknown> }[] } | undefined)?.errors?.[0]?.extensions;
     }, `an error for ${id}`);
   }
 
   /** Waits until every operation in `ids` has delivered an event. */
   async delivered(ids: string[]): Promise<void> {
-    await eventually(() => (ids.every((id) => this.messages.some((m) => m.id === id && m.type === "next")) ? true : undefined), "events for every subscription");
+    await eventually(
+      () => (ids.every((id) => this.messages.some((m) => m.id === id && m.type === "next")) ? true : undefined),
+      "events for every subscription",
+    );
   }
 
   close(): Promise<void> {
@@ -99,10 +104,14 @@ async function change(): Promise<void> {
 async function fill(socket: RawSocket, from: number, to: number): Promise<string[]> {
   const ids = Array.from({ length: to - from }, (_, i) => String(from + i));
   for (const id of ids) socket.subscribe(id);
-  await eventually(async () => {
-    await change();
-    return ids.every((id) => socket.messages.some((m) => m.id === id && m.type === "next")) ? true : undefined;
-  }, "every subscription to be live", 20_000);
+  await eventually(
+    async () => {
+      await change();
+      return ids.every((id) => socket.messages.some((m) => m.id === id && m.type === "next")) ? true : undefined;
+    },
+    "every subscription to be live",
+    20_000,
+  );
   return ids;
 }
 

@@ -62,7 +62,9 @@ it("times first claims, and reports each company's oldest claimable issue, late 
   await agent.client.ok(Ops.ReleaseIssueDocument, { runId: run.id, issueId: hour, outcome: "REQUEUE" });
   await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: hour });
   // the run's heartbeat is late: more than half its lease ago
-  await h.sql("UPDATE heartbeat_runs SET last_heartbeat_at = now() - interval '40 seconds', lease_expires_at = now() + interval '20 seconds' WHERE id = $1", [run.id]);
+  await h.sql("UPDATE heartbeat_runs SET last_heartbeat_at = now() - interval '40 seconds', lease_expires_at = now() + interval '20 seconds' WHERE id = $1", [
+    run.id,
+  ]);
   await h.sql("ANALYZE lock_events");
 
   const label = `\\{company="${co.id}"\\}`;
@@ -93,7 +95,11 @@ it("times each status issues leave, from the ledger: per issue, on /metrics, and
   // /metrics reads the ledger with its fleet snapshot, at most every few seconds: a read that began
   // after every event so far was final is one whose ledger age differs from what was served then.
   const freshRead = async () => {
-    await eventually(async () => ((await h.one<{ held: boolean }>("SELECT EXISTS (SELECT 1 FROM lock_events WHERE seq >= baton_event_horizon()) AS held")).held ? undefined : true), "every event final");
+    await eventually(
+      async () =>
+        (await h.one<{ held: boolean }>("SELECT EXISTS (SELECT 1 FROM lock_events WHERE seq >= baton_event_horizon()) AS held")).held ? undefined : true,
+      "every event final",
+    );
     const stale = metric(await (await get("/metrics")).text(), "baton_ledger_oldest_event_seconds");
     return eventually(async () => {
       const t = await (await get("/metrics")).text();
@@ -110,7 +116,10 @@ it("times each status issues leave, from the ledger: per issue, on /metrics, and
         buckets: TIME_IN_STATUS_BUCKETS.map((le) => seconds.filter((s) => s <= le).length),
         count: seconds.length,
       });
-      expect(after.sum - before.sum).toBeCloseTo(seconds.reduce((t, s) => t + s, 0), 3);
+      expect(after.sum - before.sum).toBeCloseTo(
+        seconds.reduce((t, s) => t + s, 0),
+        3,
+      );
     }
   };
   const beforeText = await freshRead();
@@ -152,7 +161,9 @@ it("times each status issues leave, from the ledger: per issue, on /metrics, and
   const { base } = await h.one<{ base: string }>("SELECT now()::text AS base");
   const timeline = async (issueId: string, created: number | null, at: number[]) => {
     if (created !== null) await h.sql("UPDATE issues SET created_at = $2::timestamptz - make_interval(secs => $3) WHERE id = $1", [issueId, base, created]);
-    const seqs = (await h.sql<{ seq: string }>("SELECT seq::text FROM lock_events WHERE company_id = $1 AND issue_id = $2 ORDER BY seq", [co.id, issueId])).map((r) => r.seq);
+    const seqs = (await h.sql<{ seq: string }>("SELECT seq::text FROM lock_events WHERE company_id = $1 AND issue_id = $2 ORDER BY seq", [co.id, issueId])).map(
+      (r) => r.seq,
+    );
     expect(seqs).toHaveLength(at.length);
     for (const [i, seq] of seqs.entries()) {
       await h.sql("UPDATE lock_events SET at = $3::timestamptz + make_interval(secs => $4) WHERE company_id = $1 AND seq = $2", [co.id, seq, base, at[i]]);
@@ -167,11 +178,26 @@ it("times each status issues leave, from the ledger: per issue, on /metrics, and
   const taken = reader.take();
   const of = (issueId: string) => taken.filter((t) => t.issueId === issueId).map((t) => [t.status, t.seconds]);
   expect(taken.every((t) => [x, y, w, z].includes(t.issueId))).toBe(true); // nothing from before the start
-  expect(of(x)).toEqual([["OPEN", 3600], ["CLAIMED", 10], ["IN_PROGRESS", 1000]]);
+  expect(of(x)).toEqual([
+    ["OPEN", 3600],
+    ["CLAIMED", 10],
+    ["IN_PROGRESS", 1000],
+  ]);
   // the adoption continues the CLAIMED run: 155 → 205
-  expect(of(y)).toEqual([["BACKLOG", 7200], ["OPEN", 100], ["CLAIMED", 5], ["OPEN", 50], ["CLAIMED", 50], ["IN_PROGRESS", 2], ["BLOCKED", 900]]);
+  expect(of(y)).toEqual([
+    ["BACKLOG", 7200],
+    ["OPEN", 100],
+    ["CLAIMED", 5],
+    ["OPEN", 50],
+    ["CLAIMED", 50],
+    ["IN_PROGRESS", 2],
+    ["BLOCKED", 900],
+  ]);
   expect(of(w)).toEqual([["OPEN", 30]]);
-  expect(of(z)).toEqual([["OPEN", 600], ["CLAIMED", 20]]);
+  expect(of(z)).toEqual([
+    ["OPEN", 600],
+    ["CLAIMED", 20],
+  ]);
   expect(taken).toHaveLength(13);
   expect(reader.take()).toEqual([]); // given out once
   let reads = 0;

@@ -24,22 +24,32 @@ async function refusal(res: Response): Promise<{ status: number; code: unknown; 
 
 it("types a GET whose variables or extensions are not JSON as BAD_REQUEST", async () => {
   for (const param of ["variables", "extensions"]) {
-    const res = await fetch(new URL(`/graphql?query=${encodeURIComponent("{ me { role } }")}&${param}=%7Bx`, h.url), { headers: { authorization: `Bearer ${co.board.token}` } });
+    const res = await fetch(new URL(`/graphql?query=${encodeURIComponent("{ me { role } }")}&${param}=%7Bx`, h.url), {
+      headers: { authorization: `Bearer ${co.board.token}` },
+    });
     expect(await refusal(res)).toMatchObject({ status: 400, code: "BAD_REQUEST" });
   }
 });
 
 it("types bad variables as BAD_USER_INPUT", async () => {
-  const res = await post(JSON.stringify({ query: "query($id: ID!) { company(id: $id) { id } }", variables: { id: 5.5 } }), { "content-type": "application/json" });
+  const res = await post(JSON.stringify({ query: "query($id: ID!) { company(id: $id) { id } }", variables: { id: 5.5 } }), {
+    "content-type": "application/json",
+  });
   expect(await refusal(res)).toMatchObject({ code: "BAD_USER_INPUT" });
 });
 
 it("answers a Content-Type or an Accept it does not take with JSON, not an empty body", async () => {
   const query = JSON.stringify({ query: "{ me { role } }" });
   for (const type of ["text/plain", "multipart/form-data; boundary=xyz"]) {
-    expect(await refusal(await post(type.startsWith("multipart") ? "--xyz--" : query, { "content-type": type }))).toMatchObject({ status: 415, code: "BAD_REQUEST" });
+    expect(await refusal(await post(type.startsWith("multipart") ? "--xyz--" : query, { "content-type": type }))).toMatchObject({
+      status: 415,
+      code: "BAD_REQUEST",
+    });
   }
-  expect(await refusal(await post(query, { "content-type": "application/json", accept: "application/xml" }))).toMatchObject({ status: 406, code: "BAD_REQUEST" });
+  expect(await refusal(await post(query, { "content-type": "application/json", accept: "application/xml" }))).toMatchObject({
+    status: 406,
+    code: "BAD_REQUEST",
+  });
 });
 
 it("serves /graphql/ (a trailing slash) as /graphql, with the caller's key", async () => {
@@ -107,5 +117,7 @@ it("closes a WebSocket that sends a message only a server may send with 4400, no
     ws.send(JSON.stringify({ type, id: "1", payload: {} }));
     expect((await next()).closed?.code, type).toBe(4400);
   }
-  expect(await (await post(JSON.stringify({ query: "{ me { role } }" }), { "content-type": "application/json" })).json()).toEqual({ data: { me: { role: "BOARD" } } });
+  expect(await (await post(JSON.stringify({ query: "{ me { role } }" }), { "content-type": "application/json" })).json()).toEqual({
+    data: { me: { role: "BOARD" } },
+  });
 });

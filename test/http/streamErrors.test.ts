@@ -15,7 +15,13 @@ it("a stream that fails mid-way ends with a typed error: a last result then comp
   const gone = connectDb("postgresql://postgres@127.0.0.1:1/baton", 1);
   const logged: string[] = [];
   const { buildApp } = await import("../../src/app.js");
-  const app = buildApp({ db: gone.prisma, bus: createInProcessBus(), adminToken: "a".repeat(20), leaseSeconds: 60, log: (_level, msg) => void logged.push(msg) });
+  const app = buildApp({
+    db: gone.prisma,
+    bus: createInProcessBus(),
+    adminToken: "a".repeat(20),
+    leaseSeconds: 60,
+    log: (_level, msg) => void logged.push(msg),
+  });
   const { url } = await app.start(0);
   const companyId = "00000000-0000-4000-8000-000000000001";
   const query = `subscription { lockChanged(companyId: "${companyId}", afterSeq: "0") { seq } }`;

@@ -20,7 +20,13 @@ const logged: { level: string; msg: string; fields?: Record<string, unknown> }[]
 
 async function apiOn(databaseUrl: string): Promise<Client> {
   const db = connectDb(databaseUrl, 1, "baton-unavailable");
-  const app = buildApp({ db: db.prisma, bus: createInProcessBus(), adminToken: ADMIN_TOKEN, leaseSeconds: 60, log: (level, msg, fields) => void logged.push({ level, msg, fields }) });
+  const app = buildApp({
+    db: db.prisma,
+    bus: createInProcessBus(),
+    adminToken: ADMIN_TOKEN,
+    leaseSeconds: 60,
+    log: (level, msg, fields) => void logged.push({ level, msg, fields }),
+  });
   opened.push({ app, db });
   return new Client((await app.start(0)).url, ADMIN_TOKEN);
 }

@@ -78,11 +78,14 @@ it("six agents adopting six issues of one dead run at once all adopt, round afte
     const answers = await race(adopters.length, (i) =>
       adopters[i]!.client.ok(Ops.ClaimIssueDocument, { runId: runs[i]!, issueId: createIssues[i]!.id, expectedStatuses: ["CLAIMED"] }),
     );
-    expect(answers.map((a) => (a.claimIssue.__typename === "IssueClaimed" ? a.claimIssue.adopted : a.claimIssue.__typename)), `round ${round}`).toEqual(
-      adopters.map(() => true),
-    );
+    expect(
+      answers.map((a) => (a.claimIssue.__typename === "IssueClaimed" ? a.claimIssue.adopted : a.claimIssue.__typename)),
+      `round ${round}`,
+    ).toEqual(adopters.map(() => true));
     const told = answers.flatMap((a, i) =>
-      a.claimIssue.__typename === "IssueClaimed" ? [{ kind: "claimed" as const, runId: runs[i]!, issueId: a.claimIssue.issue.id, lockEpoch: a.claimIssue.issue.lockEpoch }] : [],
+      a.claimIssue.__typename === "IssueClaimed"
+        ? [{ kind: "claimed" as const, runId: runs[i]!, issueId: a.claimIssue.issue.id, lockEpoch: a.claimIssue.issue.lockEpoch }]
+        : [],
     );
     expect(await checkHistory(h.database.url, co.id, told)).toEqual([]);
   }

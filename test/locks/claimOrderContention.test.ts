@@ -24,13 +24,18 @@ it("a claim whose next pool issue is locked takes the next pool issue of that pr
   await real.world.admin.query("BEGIN");
   try {
     await real.world.admin.query("SELECT 1 FROM issues WHERE id = $1 FOR UPDATE", [seq.names.real("i1")]);
-    const claimed = (await seq.exec({ verb: "claimIssue", agentId: "A", runId: "r1", includeUnassigned: true })) as { __typename: string; issue?: { id: string } };
+    const claimed = (await seq.exec({ verb: "claimIssue", agentId: "A", runId: "r1", includeUnassigned: true })) as {
+      __typename: string;
+      issue?: { id: string };
+    };
     expect(claimed.__typename).toBe("IssueClaimed");
     expect(seq.names.model(claimed.issue!.id)).toBe("i2");
     // and a batch of two: i2 (MEDIUM) then i3 (LOW)
     const started2 = (await seq.exec({ verb: "startRun", agentId: "A" })) as unknown as { run: { id: string } };
     seq.names.bind("r2", started2.run.id);
-    const batch = (await seq.exec({ verb: "claimIssues", agentId: "A", runId: "r2", limit: 2, includeUnassigned: true })) as unknown as { issues: { id: string }[] };
+    const batch = (await seq.exec({ verb: "claimIssues", agentId: "A", runId: "r2", limit: 2, includeUnassigned: true })) as unknown as {
+      issues: { id: string }[];
+    };
     expect(batch.issues.map((i) => seq.names.model(i.id))).toEqual(["i3"]);
   } finally {
     await real.world.admin.query("ROLLBACK");

@@ -90,8 +90,12 @@ async function keyCounters(companyId: string) {
 
 /** Starts the work on a held issue and finishes it: DONE, which frees its key's slot. */
 async function finish(client: Client, runId: string, issueId: string) {
-  expect((await data<{ acquireExecution: { __typename: string } }>(client, ACQUIRE, { r: runId, i: issueId })).acquireExecution.__typename).toBe("ExecutionAcquired");
-  expect((await data<{ releaseIssue: { __typename: string } }>(client, RELEASE, { r: runId, i: issueId, o: "DONE" })).releaseIssue.__typename).toBe("IssueReleased");
+  expect((await data<{ acquireExecution: { __typename: string } }>(client, ACQUIRE, { r: runId, i: issueId })).acquireExecution.__typename).toBe(
+    "ExecutionAcquired",
+  );
+  expect((await data<{ releaseIssue: { __typename: string } }>(client, RELEASE, { r: runId, i: issueId, o: "DONE" })).releaseIssue.__typename).toBe(
+    "IssueReleased",
+  );
 }
 
 /** The longest stretch of one key in `keys` while another key still had work left (from `left`, counts at the start). */
@@ -168,15 +172,16 @@ describe("concurrency keys", () => {
     }
     // the limits were really in play: some sample saw each limited key full
     for (const [key, max] of Object.entries(keys)) {
-      if (max !== null) expect(seen.some((s) => s.key === key && s.counted === max), `key ${key} full at some point`).toBe(true);
+      if (max !== null)
+        expect(
+          seen.some((s) => s.key === key && s.counted === max),
+          `key ${key} full at some point`,
+        ).toBe(true);
     }
     const all = claimed.flat().map((i) => i.id);
     expect(all).toHaveLength(issues.length);
     expect(new Set(all).size).toBe(issues.length);
-    const { n } = await h.one<{ n: number }>(
-      "SELECT count(*)::int AS n FROM lock_events WHERE company_id = $1 AND kind = 'CLAIMED'",
-      [co.id],
-    );
+    const { n } = await h.one<{ n: number }>("SELECT count(*)::int AS n FROM lock_events WHERE company_id = $1 AND kind = 'CLAIMED'", [co.id]);
     expect(n).toBe(issues.length);
     const limits = (await data<{ concurrencyLimits: { key: string; maxActive: number; active: number }[] }>(co.board, LIMITS, { c: co.id })).concurrencyLimits;
     expect(limits).toEqual([
@@ -188,7 +193,10 @@ describe("concurrency keys", () => {
   it("keys take turns: 1,000 issues of A wait their turn behind 10 of B and 10 of C", async () => {
     const co = await createCompany(h, 1);
     // A's issues are the oldest: in plain age order they would all come first.
-    await createIssues(co, Array.from({ length: 1000 }, (_, n) => ({ title: `A ${n}`, concurrencyKey: "A" })));
+    await createIssues(
+      co,
+      Array.from({ length: 1000 }, (_, n) => ({ title: `A ${n}`, concurrencyKey: "A" })),
+    );
     await createIssues(co, [
       ...Array.from({ length: 10 }, (_, n) => ({ title: `B ${n}`, concurrencyKey: "B" })),
       ...Array.from({ length: 10 }, (_, n) => ({ title: `C ${n}`, concurrencyKey: "C" })),
@@ -217,9 +225,18 @@ describe("concurrency keys", () => {
 
   it("a batch claim takes keys in turn too, and never more of a key than its room", async () => {
     const co = await createCompany(h, 1);
-    await createIssues(co, Array.from({ length: 50 }, (_, n) => ({ title: `A ${n}`, concurrencyKey: "A" })));
-    await createIssues(co, Array.from({ length: 5 }, (_, n) => ({ title: `B ${n}`, concurrencyKey: "B" })));
-    await createIssues(co, Array.from({ length: 5 }, (_, n) => ({ title: `U ${n}` })));
+    await createIssues(
+      co,
+      Array.from({ length: 50 }, (_, n) => ({ title: `A ${n}`, concurrencyKey: "A" })),
+    );
+    await createIssues(
+      co,
+      Array.from({ length: 5 }, (_, n) => ({ title: `B ${n}`, concurrencyKey: "B" })),
+    );
+    await createIssues(
+      co,
+      Array.from({ length: 5 }, (_, n) => ({ title: `U ${n}` })),
+    );
     await setLimit(co, "A", 4);
     const agent = co.agents[0]!.client;
     const runId = await startRun(agent);
@@ -307,7 +324,10 @@ describe("concurrency keys", () => {
 
   it("adopting a dead holder's lock in a full key keeps the count; lowering a limit takes nothing away", async () => {
     const co = await createCompany(h, 3);
-    const made = await createIssues(co, Array.from({ length: 4 }, (_, n) => ({ title: `job ${n}`, concurrencyKey: "k" })));
+    const made = await createIssues(
+      co,
+      Array.from({ length: 4 }, (_, n) => ({ title: `job ${n}`, concurrencyKey: "k" })),
+    );
     const [a, b, c] = co.agents.map((x) => x.client);
     const runA = await startRun(a!);
     await setLimit(co, "k", 2);
@@ -350,13 +370,18 @@ describe("concurrency keys", () => {
     expect((await co.agents[0]!.client.raw(SET_LIMIT, { key: "k", max: 3 })).errors?.[0]?.extensions?.code).toBe("FORBIDDEN");
     expect(await h.snapshot()).toEqual(before);
     // "x".repeat(200) is fine, and keys are compared exactly: "K" is another key
-    await createIssues(co, [{ title: "long", concurrencyKey: "x".repeat(200) }, { title: "upper", concurrencyKey: "K" }]);
+    await createIssues(co, [
+      { title: "long", concurrencyKey: "x".repeat(200) },
+      { title: "upper", concurrencyKey: "K" },
+    ]);
     expect((await keyCounters(co.id)).map((k) => k.key)).toEqual(["K", "k", "x".repeat(200)]);
 
     const agent = co.agents[0]!.client;
     const runId = await startRun(agent);
     expect((await claim(agent, runId, issue!.id)).__typename).toBe("IssueClaimed");
-    const moved = (await data<{ updateIssue: { __typename: string; message?: string } }>(co.board, UPDATE, { i: issue!.id, input: { concurrencyKey: "other" } })).updateIssue;
+    const moved = (
+      await data<{ updateIssue: { __typename: string; message?: string } }>(co.board, UPDATE, { i: issue!.id, input: { concurrencyKey: "other" } })
+    ).updateIssue;
     expect(moved.__typename).toBe("InvalidTransition");
     expect(moved.message).toMatch(/concurrencyKey can change only/);
     await data(agent, RELEASE, { r: runId, i: issue!.id, o: "REQUEUE" });
@@ -374,9 +399,15 @@ describe("concurrency keys", () => {
     };
     const keys = ["a", "b", "c", "d", null];
     const priorities = ["CRITICAL", "HIGH", "MEDIUM", "LOW"];
-    const made = await createIssues(co, Array.from({ length: 120 }, (_, n) => ({
-      title: `job ${n}`, concurrencyKey: keys[random(keys.length)], priority: priorities[random(4)], maxAttempts: 1 + random(3),
-    })));
+    const made = await createIssues(
+      co,
+      Array.from({ length: 120 }, (_, n) => ({
+        title: `job ${n}`,
+        concurrencyKey: keys[random(keys.length)],
+        priority: priorities[random(4)],
+        maxAttempts: 1 + random(3),
+      })),
+    );
     const agents = await Promise.all(co.agents.map(async (a) => ({ client: a.client, runId: await startRun(a.client), held: [] as string[] })));
     for (let step = 0; step < 300; step++) {
       const agent = agents[random(agents.length)]!;
@@ -406,7 +437,10 @@ describe("concurrency keys", () => {
           await setLimit(co, keys[random(4)]!, random(3) === 0 ? null : 1 + random(4));
           break;
         case 6:
-          await co.board.raw(UPDATE, { i: made[random(made.length)]!.id, input: random(2) ? { concurrencyKey: keys[random(keys.length)] } : { priority: priorities[random(4)] } });
+          await co.board.raw(UPDATE, {
+            i: made[random(made.length)]!.id,
+            input: random(2) ? { concurrencyKey: keys[random(keys.length)] } : { priority: priorities[random(4)] },
+          });
           break;
         case 7:
           await co.board.raw(`mutation($i: ID!) { forceReleaseIssue(issueId: $i, reason: "test") { __typename } }`, { i: made[random(made.length)]!.id });
@@ -428,11 +462,17 @@ describe("concurrency keys", () => {
     }
     const limits = (await data<{ concurrencyLimits: { key: string; maxActive: number; active: number }[] }>(co.board, LIMITS, { c: co.id })).concurrencyLimits;
     for (const limit of limits) expect(limit.active, `key ${limit.key}`).toBe(counters.find((k) => k.key === limit.key)!.counted);
-    const { lockAudit } = await data<{ lockAudit: Record<string, number> }>(co.board, `query($c: ID!) { lockAudit(companyId: $c) { doubleClaims halfReleasedLocks miscountedKeys } }`, { c: co.id });
+    const { lockAudit } = await data<{ lockAudit: Record<string, number> }>(
+      co.board,
+      `query($c: ID!) { lockAudit(companyId: $c) { doubleClaims halfReleasedLocks miscountedKeys } }`,
+      { c: co.id },
+    );
     expect(lockAudit).toEqual({ doubleClaims: 0, halfReleasedLocks: 0, miscountedKeys: 0 });
     // and the audit does see a miscount
     await h.sql("UPDATE concurrency_keys SET active = active + 1 WHERE company_id = $1 AND key = 'a'", [co.id]);
-    const audited = (await data<{ lockAudit: Record<string, number> }>(co.board, `query($c: ID!) { lockAudit(companyId: $c) { miscountedKeys } }`, { c: co.id })).lockAudit;
+    const audited = (
+      await data<{ lockAudit: Record<string, number> }>(co.board, `query($c: ID!) { lockAudit(companyId: $c) { miscountedKeys } }`, { c: co.id })
+    ).lockAudit;
     expect(audited.miscountedKeys).toBe(1);
   }, 60_000);
 });

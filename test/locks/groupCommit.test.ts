@@ -64,14 +64,18 @@ it("a group hands out distinct issues in claim order, as sequential claims in ar
 it("two releases of one issue never share a statement: the first releases it, the second is told it no longer holds it", async () => {
   const { co, runs, actor } = await setup(1);
   const a = co.agents[0]!;
-  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, { inputs: [{ title: "x", assigneeAgentId: a.id }, { title: "y", assigneeAgentId: a.id }] });
+  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
+    inputs: [
+      { title: "x", assigneeAgentId: a.id },
+      { title: "y", assigneeAgentId: a.id },
+    ],
+  });
   const [x, y] = [createIssues[0]!.id, createIssues[1]!.id];
   for (const id of [x, y]) {
     await a.client.ok(Ops.ClaimIssueDocument, { runId: runs[0]!.id, issueId: id });
     await a.client.ok(Ops.AcquireExecutionDocument, { runId: runs[0]!.id, issueId: id });
   }
-  const release = (issueId: string) =>
-    groups.release.submit(co.id, { actor: actor(0), runId: runs[0]!.id, issueId, outcome: "DONE", reason: "DONE" });
+  const release = (issueId: string) => groups.release.submit(co.id, { actor: actor(0), runId: runs[0]!.id, issueId, outcome: "DONE", reason: "DONE" });
   // y goes alone; both releases of x queue behind it, and must not go out together.
   const [, first, second] = await Promise.all([release(y), release(x), release(x)]);
   expect([first.verdict, second.verdict]).toEqual(["RELEASE", "NOT_OWNER"]);
@@ -106,7 +110,9 @@ it("each request keeps to its own eligibility, and a dead or foreign run gets no
   expect(answers.map((x) => x.issue?.id ?? null)).toEqual([aIssue, null, bIssue, pool1, null, null, pool2]);
   expect(answers[4]!.run).toMatchObject({ live: false });
   expect(answers[5]!.run).toMatchObject({ agentId: b.id }); // claimIssue turns this into FORBIDDEN
-  const held = await h.sql<{ id: string; checkout_run_id: string }>("SELECT id, checkout_run_id FROM issues WHERE company_id = $1 AND status = 'CLAIMED'", [co.id]);
+  const held = await h.sql<{ id: string; checkout_run_id: string }>("SELECT id, checkout_run_id FROM issues WHERE company_id = $1 AND status = 'CLAIMED'", [
+    co.id,
+  ]);
   expect(Object.fromEntries(held.map((r) => [r.id, r.checkout_run_id]))).toEqual({
     [aIssue]: runs[0]!.id,
     [bIssue]: runs[1]!.id,
@@ -135,12 +141,14 @@ it("a group locks only the issues it could hand out, so a claimer elsewhere stil
   // hand out must still be there for it (not skipped as locked), but one: b's
   // request could have taken a pool issue (had its own been taken), so one
   // pool issue is locked for it while it takes its own.
-  const unlockedWhileHeld = await h.db.prisma.$transaction(async (tx) => {
-    const answers = await claimNextForEach({ db: tx, events: { publish: () => {} } }, co.id, requests);
-    expect(answers.filter((x) => x.issue)).toHaveLength(3);
-    const free = await h.sql<{ id: string }>("SELECT id FROM issues WHERE company_id = $1 AND status = 'OPEN' FOR UPDATE SKIP LOCKED", [co.id]);
-    throw Object.assign(new Error("roll back"), { free: free.length });
-  }).catch((e: { free?: number }) => e.free);
+  const unlockedWhileHeld = await h.db.prisma
+    .$transaction(async (tx) => {
+      const answers = await claimNextForEach({ db: tx, events: { publish: () => {} } }, co.id, requests);
+      expect(answers.filter((x) => x.issue)).toHaveLength(3);
+      const free = await h.sql<{ id: string }>("SELECT id FROM issues WHERE company_id = $1 AND status = 'OPEN' FOR UPDATE SKIP LOCKED", [co.id]);
+      throw Object.assign(new Error("roll back"), { free: free.length });
+    })
+    .catch((e: { free?: number }) => e.free);
   expect(unlockedWhileHeld).toBe(10 - 3 - 1);
 });
 
@@ -149,7 +157,11 @@ it("acquisitions and releases of different issues share a statement; the same is
   const { co, runs, actor } = await setup(2);
   const [a, b] = [co.agents[0]!, co.agents[1]!];
   const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
-    inputs: [{ title: "x", assigneeAgentId: a.id }, { title: "y", assigneeAgentId: a.id }, { title: "z", assigneeAgentId: b.id }],
+    inputs: [
+      { title: "x", assigneeAgentId: a.id },
+      { title: "y", assigneeAgentId: a.id },
+      { title: "z", assigneeAgentId: b.id },
+    ],
   });
   const [x, y, z] = createIssues.map((i) => i.id) as [string, string, string];
   for (const id of [x, y]) await a.client.ok(Ops.ClaimIssueDocument, { runId: runs[0]!.id, issueId: id });

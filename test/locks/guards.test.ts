@@ -53,7 +53,12 @@ it("claims the next issue past one whose row another transaction has locked, wit
 it("a batch claim by a dead run claims nothing at all", async () => {
   const co = await createCompany(h, 1);
   const agent = co.agents[0]!;
-  await co.board.ok(Ops.CreateIssuesDocument, { inputs: [{ title: "a", assigneeAgentId: agent.id }, { title: "b", assigneeAgentId: agent.id }] });
+  await co.board.ok(Ops.CreateIssuesDocument, {
+    inputs: [
+      { title: "a", assigneeAgentId: agent.id },
+      { title: "b", assigneeAgentId: agent.id },
+    ],
+  });
   const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
   await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [run.id]);
   for (const acquireExecution of [false, true]) {

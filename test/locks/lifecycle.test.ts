@@ -34,7 +34,14 @@ describe("claim → acquire → release", () => {
     const claim = await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id });
     expect(claim.claimIssue.__typename).toBe("IssueClaimed");
     if (claim.claimIssue.__typename !== "IssueClaimed") return;
-    expect(claim.claimIssue.issue).toMatchObject({ id: issue.id, status: "CLAIMED", checkoutRunId: run.id, executionRunId: null, lockEpoch: 1, attemptCount: 0 });
+    expect(claim.claimIssue.issue).toMatchObject({
+      id: issue.id,
+      status: "CLAIMED",
+      checkoutRunId: run.id,
+      executionRunId: null,
+      lockEpoch: 1,
+      attemptCount: 0,
+    });
     expect(claim.claimIssue.alreadyHeld).toBe(false);
     expect(claim.claimIssue.issue.assigneeAgentId).toBe(agent.id);
 
@@ -143,7 +150,11 @@ describe("claimIssue with an issue id", () => {
   it("checks expectedStatuses after IssueNotFound, and starts a checkout only from OPEN, CLAIMED or IN_PROGRESS", async () => {
     const b = acme.agents[1]!;
     const runB = await startRun(1);
-    const missing = await b.client.ok(Ops.ClaimIssueDocument, { runId: runB.id, issueId: "00000000-0000-4000-8000-000000000002", expectedStatuses: ["BACKLOG"] });
+    const missing = await b.client.ok(Ops.ClaimIssueDocument, {
+      runId: runB.id,
+      issueId: "00000000-0000-4000-8000-000000000002",
+      expectedStatuses: ["BACKLOG"],
+    });
     expect(missing.claimIssue.__typename).toBe("IssueNotFound");
     const open = await issueFor(1);
     const none = await b.client.ok(Ops.ClaimIssueDocument, { runId: runB.id, issueId: open.id, expectedStatuses: [] });
@@ -224,10 +235,17 @@ describe("claimIssue with an issue id", () => {
     expect(lockEvents.map((e) => e.kind)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED", "ADOPTED"]);
     // The adopter must acquire execution again, which counts a new attempt; the dead run can do neither.
     const resumed = await b.client.ok(Ops.AcquireExecutionDocument, { runId: adopter.id, issueId: workingIssue.id });
-    expect(resumed.acquireExecution).toMatchObject({ __typename: "ExecutionAcquired", issue: { status: "IN_PROGRESS", executionRunId: adopter.id, attemptCount: 2 } });
+    expect(resumed.acquireExecution).toMatchObject({
+      __typename: "ExecutionAcquired",
+      issue: { status: "IN_PROGRESS", executionRunId: adopter.id, attemptCount: 2 },
+    });
     const ghost = await a.client.ok(Ops.AcquireExecutionDocument, { runId: dead.id, issueId: claimedIssue.id });
     expect(ghost.acquireExecution).toMatchObject({ __typename: "RunNotActive", runId: dead.id });
-    expect((await acme.board.ok(Ops.IssueDocument, { id: claimedIssue.id })).issue).toMatchObject({ status: "CLAIMED", checkoutRunId: adopter.id, executionRunId: null });
+    expect((await acme.board.ok(Ops.IssueDocument, { id: claimedIssue.id })).issue).toMatchObject({
+      status: "CLAIMED",
+      checkoutRunId: adopter.id,
+      executionRunId: null,
+    });
   });
 
   // docs/invariants.md #9: an exhausted issue is never claimed and never returns to OPEN

@@ -88,7 +88,12 @@ it("updateIssue waiting on a claim keeps the claim's holder: no issues_lock_pair
   );
   expect(claimed.__typename).toBe("IssuesClaimed");
   expect(updated).toMatchObject({ __typename: "IssueUpdated", issue: { status: "CLAIMED", checkoutRunId: seq.names.real("r1"), maxAttempts: 5 } });
-  expect(await issueRow(seq, "i1")).toMatchObject({ status: "CLAIMED", checkout_run_id: seq.names.real("r1"), assignee_agent_id: seq.names.real("B"), lock_epoch: 1 });
+  expect(await issueRow(seq, "i1")).toMatchObject({
+    status: "CLAIMED",
+    checkout_run_id: seq.names.real("r1"),
+    assignee_agent_id: seq.names.real("B"),
+    lock_epoch: 1,
+  });
 });
 
 it("a claim by id waiting on the release of the issue that filled its key counts that slot free", async () => {

@@ -20,11 +20,13 @@ afterAll(() => h?.close());
 const onSecond = (client: Client) => new Client(secondUrl, client.token);
 
 async function runsFor(co: Company) {
-  return Promise.all(co.agents.map(async (a, i) => ({
-    agent: a,
-    client: i % 2 ? onSecond(a.client) : a.client,
-    run: (await a.client.ok(Ops.StartRunDocument)).startRun,
-  })));
+  return Promise.all(
+    co.agents.map(async (a, i) => ({
+      agent: a,
+      client: i % 2 ? onSecond(a.client) : a.client,
+      run: (await a.client.ok(Ops.StartRunDocument)).startRun,
+    })),
+  );
 }
 
 /** The audit's zeros, and the history checker's verdict on the ledger and on what clients were told. */
@@ -105,7 +107,12 @@ describe("races", () => {
   it("three runHeartbeat ticks at once never claim one issue twice", { repeats: 10 }, async () => {
     const co = await createCompany(h, 6);
     for (const agent of co.agents) {
-      await co.board.ok(Ops.CreateIssuesDocument, { inputs: [{ title: "a", assigneeAgentId: agent.id }, { title: "b", assigneeAgentId: agent.id }] });
+      await co.board.ok(Ops.CreateIssuesDocument, {
+        inputs: [
+          { title: "a", assigneeAgentId: agent.id },
+          { title: "b", assigneeAgentId: agent.id },
+        ],
+      });
     }
     const ticks = await race(3, (i) => new Client(i === 1 ? secondUrl : h.url, co.board.token).ok(Ops.RunHeartbeatDocument));
     const claimed = ticks.flatMap((t) => t.runHeartbeat.claims.map((c) => c.issue.id));
@@ -202,10 +209,12 @@ describe("races", () => {
     for (let round = 0; round < 10; round++) {
       await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 8 }, () => ({ title: "x", assigneeAgentId: agent.id })) });
       const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
-      await race(9, async (i): Promise<unknown> =>
-        i === 4
-          ? agent.client.ok(Ops.FinishRunDocument, { runId: run.id, status: "CANCELLED" })
-          : (i % 2 ? onSecond(agent.client) : agent.client).ok(Ops.ClaimIssueDocument, { runId: run.id }),
+      await race(
+        9,
+        async (i): Promise<unknown> =>
+          i === 4
+            ? agent.client.ok(Ops.FinishRunDocument, { runId: run.id, status: "CANCELLED" })
+            : (i % 2 ? onSecond(agent.client) : agent.client).ok(Ops.ClaimIssueDocument, { runId: run.id }),
       );
       const held = await h.sql("SELECT id FROM issues WHERE checkout_run_id = $1", [run.id]);
       expect(held).toEqual([]);

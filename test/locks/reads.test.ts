@@ -14,7 +14,11 @@ it("pages through issues with a stable cursor and filters by status and assignee
   const co = await createCompany(h, 1);
   const agent = co.agents[0]!;
   const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
-    inputs: Array.from({ length: 7 }, (_, i) => ({ title: `t${i}`, assigneeAgentId: i % 2 ? agent.id : null, status: (i === 6 ? "BACKLOG" : "OPEN") as Ops.IssueStatus })),
+    inputs: Array.from({ length: 7 }, (_, i) => ({
+      title: `t${i}`,
+      assigneeAgentId: i % 2 ? agent.id : null,
+      status: (i === 6 ? "BACKLOG" : "OPEN") as Ops.IssueStatus,
+    })),
   });
   const seen: string[] = [];
   let after: string | null = null;

@@ -23,19 +23,17 @@ describe("runs and leases", () => {
   it("starts a run with a lease on the database clock and extends it on heartbeat", async () => {
     const run = await newRun();
     expect(run.status).toBe("RUNNING");
-    const { lease } = await h.one<{ lease: number }>(
-      "SELECT extract(epoch FROM lease_expires_at - now())::float AS lease FROM heartbeat_runs WHERE id = $1",
-      [run.id],
-    );
+    const { lease } = await h.one<{ lease: number }>("SELECT extract(epoch FROM lease_expires_at - now())::float AS lease FROM heartbeat_runs WHERE id = $1", [
+      run.id,
+    ]);
     expect(lease).toBeGreaterThan(25);
     expect(lease).toBeLessThanOrEqual(30);
     await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() + interval '5 seconds' WHERE id = $1", [run.id]);
     const { heartbeatRun } = await acme.agents[0]!.client.ok(Ops.HeartbeatRunDocument, { runId: run.id });
     expect(heartbeatRun.__typename).toBe("RunUpdated");
-    const { left } = await h.one<{ left: number }>(
-      "SELECT extract(epoch FROM lease_expires_at - now())::float AS left FROM heartbeat_runs WHERE id = $1",
-      [run.id],
-    );
+    const { left } = await h.one<{ left: number }>("SELECT extract(epoch FROM lease_expires_at - now())::float AS left FROM heartbeat_runs WHERE id = $1", [
+      run.id,
+    ]);
     expect(left).toBeGreaterThan(25);
   });
 
@@ -89,10 +87,7 @@ describe("runs and leases", () => {
     expect(byId.get(claimed.id)).toMatchObject({ status: "OPEN", attempt_count: 0, checkout_run_id: null });
     expect(byId.get(working.id)).toMatchObject({ status: "OPEN", attempt_count: 1, checkout_run_id: null });
     expect(byId.get(lastTry.id)).toMatchObject({ status: "ESCALATED", attempt_count: 1, checkout_run_id: null });
-    const events = await h.sql<{ kind: string; reason: string }>(
-      "SELECT kind, reason FROM lock_events WHERE run_id = $1 AND kind = 'RELEASED'",
-      [run.id],
-    );
+    const events = await h.sql<{ kind: string; reason: string }>("SELECT kind, reason FROM lock_events WHERE run_id = $1 AND kind = 'RELEASED'", [run.id]);
     expect(events).toHaveLength(3);
     expect(events.every((e) => e.reason === "RUN_FINISHED")).toBe(true);
     const twice = await agent.client.ok(Ops.FinishRunDocument, { runId: run.id, status: "SUCCEEDED" });
@@ -163,7 +158,10 @@ describe("board mutations", () => {
     const spent = await blocked();
     const reopened = await acme.board.ok(Ops.UpdateIssueDocument, { id: spent.id, input: { status: "OPEN", title: "looked at" } });
     expect(reopened.updateIssue).toMatchObject({ __typename: "IssueUpdated", issue: { status: "ESCALATED", title: "looked at", checkoutRunId: null } });
-    const events = await h.sql<{ kind: string; status: string; reason: string }>("SELECT kind, status, reason FROM lock_events WHERE issue_id = $1 ORDER BY seq", [spent.id]);
+    const events = await h.sql<{ kind: string; status: string; reason: string }>(
+      "SELECT kind, status, reason FROM lock_events WHERE issue_id = $1 ORDER BY seq",
+      [spent.id],
+    );
     expect(events.at(-1)).toEqual({ kind: "STATUS_CHANGED", status: "ESCALATED", reason: "BLOCKED -> ESCALATED" });
     const raised = await blocked();
     const opened = await acme.board.ok(Ops.UpdateIssueDocument, { id: raised.id, input: { status: "OPEN", maxAttempts: 2 } });
@@ -217,8 +215,14 @@ describe("board mutations", () => {
     await agent.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: last.id });
     await agent.ok(Ops.AcquireExecutionDocument, { runId: run.id, issueId: last.id });
     const escalated = await acme.board.ok(Ops.ForceReleaseDocument, { issueId: last.id, reason: "stuck" });
-    expect(escalated.forceReleaseIssue).toMatchObject({ __typename: "IssueReleased", issue: { status: "ESCALATED", checkoutRunId: null, executionRunId: null, attemptCount: 1 } });
-    const events = await h.sql<{ kind: string; status: string; reason: string }>("SELECT kind, status, reason FROM lock_events WHERE issue_id = ANY($1) AND kind = 'FORCE_RELEASED' ORDER BY seq", [[claimed.id, last.id]]);
+    expect(escalated.forceReleaseIssue).toMatchObject({
+      __typename: "IssueReleased",
+      issue: { status: "ESCALATED", checkoutRunId: null, executionRunId: null, attemptCount: 1 },
+    });
+    const events = await h.sql<{ kind: string; status: string; reason: string }>(
+      "SELECT kind, status, reason FROM lock_events WHERE issue_id = ANY($1) AND kind = 'FORCE_RELEASED' ORDER BY seq",
+      [[claimed.id, last.id]],
+    );
     expect(events).toEqual([
       { kind: "FORCE_RELEASED", status: "OPEN", reason: "reassigning" },
       { kind: "FORCE_RELEASED", status: "ESCALATED", reason: "stuck" },

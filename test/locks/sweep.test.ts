@@ -33,8 +33,7 @@ async function heldIssues(co: Company, agentIndex: number, count: number, acquir
   return { run, ids: createIssues.map((i) => i.id) };
 }
 
-const expire = (runId: string, offset: string) =>
-  h.sql(`UPDATE heartbeat_runs SET lease_expires_at = now() + $2::interval WHERE id = $1`, [runId, offset]);
+const expire = (runId: string, offset: string) => h.sql(`UPDATE heartbeat_runs SET lease_expires_at = now() + $2::interval WHERE id = $1`, [runId, offset]);
 
 describe("recovery sweep", () => {
   // docs/invariants.md #6: a lease is extended only while live; a run times out only when expired
@@ -216,7 +215,14 @@ describe("recovery sweep", () => {
     expect(preview.runs.find((r) => r.runId === run.id)).toMatchObject({ agentId: co.agents[0]!.id, companyId: co.id });
     expect(preview.runs.find((r) => r.runId === run.id)!.expiredFor).toBeGreaterThanOrEqual(89);
     const mine = preview.issues.filter((i) => i.companyId === co.id);
-    expect(mine.find((i) => i.issueId === ids[0])).toMatchObject({ runId: run.id, runStatus: "RUNNING", status: "CLAIMED", attemptCount: 1, maxAttempts: 1, becomes: "ESCALATED" });
+    expect(mine.find((i) => i.issueId === ids[0])).toMatchObject({
+      runId: run.id,
+      runStatus: "RUNNING",
+      status: "CLAIMED",
+      attemptCount: 1,
+      maxAttempts: 1,
+      becomes: "ESCALATED",
+    });
     expect(mine.find((i) => i.issueId === ids[1])).toMatchObject({ runId: run.id, attemptCount: 1, maxAttempts: 3, becomes: "OPEN" });
     expect(mine.find((i) => i.issueId === spare)).toMatchObject({ runId: null, status: "OPEN", becomes: "ESCALATED" });
     // And the sweep does what the preview said.
@@ -251,7 +257,9 @@ describe("a dead run whose row is busy", () => {
     }
     const audit = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
     expect(audit.lockAudit.locksHeldByDeadRuns).toBe(0);
-    const issues = await h.sql<{ status: string; checkout_run_id: string | null }>("SELECT status::text, checkout_run_id FROM issues WHERE id = ANY($1)", [dead.ids]);
+    const issues = await h.sql<{ status: string; checkout_run_id: string | null }>("SELECT status::text, checkout_run_id FROM issues WHERE id = ANY($1)", [
+      dead.ids,
+    ]);
     expect(issues).toEqual([
       { status: "OPEN", checkout_run_id: null },
       { status: "OPEN", checkout_run_id: null },

@@ -120,7 +120,9 @@ describe("the recovery sweep past rows another session holds", () => {
       await brief.query("SELECT 1 FROM heartbeat_runs WHERE id = $1 FOR SHARE", [second!.runId]);
       const sweeping = sweep(h.db.prisma, sink);
       await eventually(async () => {
-        const waiting = await h.sql("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND NOT pid = ANY($1)", [[long.pid, brief.pid]]);
+        const waiting = await h.sql("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND NOT pid = ANY($1)", [
+          [long.pid, brief.pid],
+        ]);
         return waiting.length > 0 ? true : undefined;
       }, "the sweep to wait for a run's row");
       await brief.query("COMMIT");
@@ -134,7 +136,9 @@ describe("the recovery sweep past rows another session holds", () => {
     }
     expect(await sweep(h.db.prisma, sink)).toEqual({ timedOutRuns: 1, recoveredIssues: 1, escalatedIssues: 0 });
     expect(await holderOf(first!.issueId)).toBeNull();
-    const reasons = await h.sql<{ reason: string }>("SELECT reason FROM lock_events WHERE issue_id = ANY($1) AND kind = 'RECOVERED'", [[first!.issueId, second!.issueId]]);
+    const reasons = await h.sql<{ reason: string }>("SELECT reason FROM lock_events WHERE issue_id = ANY($1) AND kind = 'RECOVERED'", [
+      [first!.issueId, second!.issueId],
+    ]);
     expect(reasons.map((r) => r.reason)).toEqual(["LEASE_EXPIRED", "LEASE_EXPIRED"]);
   });
 });

@@ -37,7 +37,8 @@ export class Coverage {
       this.firedIn.add(`${what}@${issue.status}`);
     }
     for (const ch of changes(before, step)) {
-      if (ch.before.status !== ch.after.status || ch.before.checkoutRunId !== ch.after.checkoutRunId) this.rows.add(`${c.verb}:${ch.before.status}->${ch.after.status}`);
+      if (ch.before.status !== ch.after.status || ch.before.checkoutRunId !== ch.after.checkoutRunId)
+        this.rows.add(`${c.verb}:${ch.before.status}->${ch.after.status}`);
     }
     if (step.answer.__typename === "HeartbeatTick") this.schedulerIdleRuns += step.answer.runs.filter((r) => r.status === "SUCCEEDED").length;
     if (c.verb === "disableAgent" && step.answer.__typename === "Agent") {
@@ -80,4 +81,3 @@ export function run(options: ExploreOptions, name: string): { result: ExploreRes
 
 export const noViolations = (result: ExploreResult) =>
   expect(result.violations.map((v) => `${v.invariant}: ${v.message}\n  after: ${v.trace.join(" → ")}`)).toEqual([]);
-

@@ -45,12 +45,21 @@ describe("the model, explored exhaustively", () => {
     expect(missing).toEqual([]);
     // every answer of every verb (ConcurrencyLimitReached: the keys exploration below)
     const answers = [
-      ...["IssueClaimed", "IssueClaimed(alreadyHeld)", "IssueClaimed(adopted)", "NoIssueAvailable", "CheckoutConflict(live)", "CheckoutConflict(dead)"].map((a) => `claimIssue:${a}`),
+      ...["IssueClaimed", "IssueClaimed(alreadyHeld)", "IssueClaimed(adopted)", "NoIssueAvailable", "CheckoutConflict(live)", "CheckoutConflict(dead)"].map(
+        (a) => `claimIssue:${a}`,
+      ),
       ...["UnexpectedStatus", "AttemptsExhausted", "RunNotActive", "IssueNotFound", "Error(FORBIDDEN)"].map((a) => `claimIssue:${a}`),
       ...["IssuesClaimed", "NoIssueAvailable", "RunNotActive"].map((a) => `claimIssues:${a}`),
-      ...["ExecutionAcquired", "ExecutionAcquired(alreadyHeld)", "ExecutionConflict", "NotCheckedOut", "AttemptsExhausted", "RunNotActive", "IssueNotFound", "Error(FORBIDDEN)"].map(
-        (a) => `acquireExecution:${a}`,
-      ),
+      ...[
+        "ExecutionAcquired",
+        "ExecutionAcquired(alreadyHeld)",
+        "ExecutionConflict",
+        "NotCheckedOut",
+        "AttemptsExhausted",
+        "RunNotActive",
+        "IssueNotFound",
+        "Error(FORBIDDEN)",
+      ].map((a) => `acquireExecution:${a}`),
       ...["IssueReleased", "NotLockOwner", "InvalidTransition", "RunNotActive", "IssueNotFound", "Error(FORBIDDEN)"].map((a) => `releaseIssue:${a}`),
       ...["IssuesReleased", "IssuesReleased(refused)", "RunNotActive"].map((a) => `releaseIssues:${a}`),
       ...["IssueReleased", "IssueNotFound", "Error(BAD_USER_INPUT)"].map((a) => `forceReleaseIssue:${a}`),
@@ -78,7 +87,9 @@ describe("the model, explored exhaustively", () => {
       "RECOVERED:AGENT_DISABLED",
       "ESCALATED:AGENT_DISABLED",
       "FORCE_RELEASED:operator",
-      ...["BACKLOG -> OPEN", "BLOCKED -> OPEN", "BLOCKED -> ESCALATED", "ESCALATED -> OPEN", "CLAIMED -> CANCELLED", "IN_PROGRESS -> CANCELLED"].map((r) => `STATUS_CHANGED:${r}`),
+      ...["BACKLOG -> OPEN", "BLOCKED -> OPEN", "BLOCKED -> ESCALATED", "ESCALATED -> OPEN", "CLAIMED -> CANCELLED", "IN_PROGRESS -> CANCELLED"].map(
+        (r) => `STATUS_CHANGED:${r}`,
+      ),
     ];
     expect(reasons.filter((r) => !coverage.reasons.has(r))).toEqual([]);
     // Recovery's RUN_FINISHED and RUN_MISSING need a terminal run that still
@@ -90,7 +101,6 @@ describe("the model, explored exhaustively", () => {
     // not yet written down, and of runs a heartbeat had written TIMED_OUT but no sweep had reached
     expect([...coverage.disabling].sort()).toEqual(["cancelled:expired", "cancelled:live", "recovered:TIMED_OUT", "recovered:expired", "recovered:live"]);
   }, 120_000);
-
 });
 
 /** A small exploration with one verb broken on purpose: it must report the rule the break violates. */
@@ -144,7 +154,10 @@ describe("the exploration catches a broken rule", () => {
       const step = apply(state, c);
       if (step.answer.__typename !== "IssueClaimed" || !step.answer.adopted) return null;
       const before = state.issues.find((i) => i.id === c.issueId)!;
-      return { ...step, state: { ...step.state, issues: step.state.issues.map((i) => (i.id === c.issueId ? { ...i, attemptCount: before.attemptCount } : i)) } };
+      return {
+        ...step,
+        state: { ...step.state, issues: step.state.issues.map((i) => (i.id === c.issueId ? { ...i, attemptCount: before.attemptCount } : i)) },
+      };
     }, /attemptCount goes up by exactly/);
   });
 
@@ -162,7 +175,10 @@ describe("the exploration catches a broken rule", () => {
       if (c.verb !== "disableAgent") return null;
       const step = apply(state, c);
       if (step.answer.__typename !== "Agent") return null;
-      return { ...step, state: { ...step.state, issues: step.state.issues.map((i) => ({ ...i, attemptCount: state.issues.find((b) => b.id === i.id)!.attemptCount })) } };
+      return {
+        ...step,
+        state: { ...step.state, issues: step.state.issues.map((i) => ({ ...i, attemptCount: state.issues.find((b) => b.id === i.id)!.attemptCount })) },
+      };
     }, /attemptCount goes up by exactly|disableAgent cancels every RUNNING run/);
   });
 

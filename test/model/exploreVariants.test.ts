@@ -19,7 +19,10 @@ describe("the model, explored exhaustively", () => {
       leaseLength: 2,
     });
     // disableAgent and enableAgent are left out here (the main exploration has them): they would double this one
-    const { result, coverage } = run({ roots: [root], maxRuns: 2, alphabet: { updates: UPDATES, finishStatuses: ["SUCCEEDED", "TIMED_OUT"], agentSwitches: false } }, "leases");
+    const { result, coverage } = run(
+      { roots: [root], maxRuns: 2, alphabet: { updates: UPDATES, finishStatuses: ["SUCCEEDED", "TIMED_OUT"], agentSwitches: false } },
+      "leases",
+    );
     noViolations(result);
     expect(result.complete).toBe(true);
     expect(coverage.answers).toContain("heartbeatRun:RunUpdated");
@@ -64,6 +67,7 @@ describe("the model, explored exhaustively", () => {
     const { result, coverage } = run({ roots: [root], maxRuns: 2, alphabet: { updates, finishStatuses: ["SUCCEEDED"], agentSwitches: false } }, "assignees");
     noViolations(result);
     expect(result.complete).toBe(true);
-    for (const a of ["claimIssue:CheckoutConflict(dead)", "claimIssue:IssueClaimed(adopted)", "updateIssue:IssueUpdated"]) expect(coverage.answers).toContain(a);
+    for (const a of ["claimIssue:CheckoutConflict(dead)", "claimIssue:IssueClaimed(adopted)", "updateIssue:IssueUpdated"])
+      expect(coverage.answers).toContain(a);
   }, 120_000);
 });

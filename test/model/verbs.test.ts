@@ -44,16 +44,29 @@ describe("claim order", () => {
       { verb: "startRun", agentId: "A" },
       ...Array.from({ length: 5 }, (): Command => ({ verb: "claimIssue", agentId: "A", runId: "r1", includeUnassigned: true })),
     ]);
-    expect(steps.slice(1).map((x) => (x.answer.__typename === "IssueClaimed" ? x.answer.issue.id : x.answer.__typename))).toEqual(["c", "d", "b", "a", "NoIssueAvailable"]);
+    expect(steps.slice(1).map((x) => (x.answer.__typename === "IssueClaimed" ? x.answer.issue.id : x.answer.__typename))).toEqual([
+      "c",
+      "d",
+      "b",
+      "a",
+      "NoIssueAvailable",
+    ]);
   });
 
   it("claimIssues takes what that many claims one after another would, never more of a key than its room", () => {
     const s = initialState({
       agents: ["A"],
-      issues: [{ id: "a", concurrencyKey: "k", assigneeAgentId: "A" }, { id: "b", concurrencyKey: "k", assigneeAgentId: "A" }, { id: "c", assigneeAgentId: "A" }],
+      issues: [
+        { id: "a", concurrencyKey: "k", assigneeAgentId: "A" },
+        { id: "b", concurrencyKey: "k", assigneeAgentId: "A" },
+        { id: "c", assigneeAgentId: "A" },
+      ],
       limits: { k: 1 },
     });
-    const [, claimed] = play(s, [{ verb: "startRun", agentId: "A" }, { verb: "claimIssues", agentId: "A", runId: "r1", limit: 3, acquireExecution: true }]);
+    const [, claimed] = play(s, [
+      { verb: "startRun", agentId: "A" },
+      { verb: "claimIssues", agentId: "A", runId: "r1", limit: 3, acquireExecution: true },
+    ]);
     expect(claimed!.answer.__typename === "IssuesClaimed" && claimed!.answer.issues.map((i) => [i.id, i.status, i.attemptCount])).toEqual([
       ["a", "IN_PROGRESS", 1],
       ["c", "IN_PROGRESS", 1],
@@ -81,7 +94,10 @@ describe("claimIssue with an issue id, in the order of docs/lifecycle.md", () =>
       { verb: "claimIssue", agentId: "A", runId: "r1", issueId: "i2" },
     ]);
     const s = last(base).state;
-    expect(apply(s, { verb: "claimIssue", agentId: "B", runId: "r2", issueId: "i2" }).answer).toMatchObject({ __typename: "UnexpectedStatus", status: "CLAIMED" });
+    expect(apply(s, { verb: "claimIssue", agentId: "B", runId: "r2", issueId: "i2" }).answer).toMatchObject({
+      __typename: "UnexpectedStatus",
+      status: "CLAIMED",
+    });
     expect(apply(s, { verb: "claimIssue", agentId: "B", runId: "r2", issueId: "i2", expectedStatuses: ["CLAIMED"] }).answer).toMatchObject({
       __typename: "CheckoutConflict",
       holderRunIsLive: true,
@@ -127,7 +143,14 @@ describe("claimIssue with an issue id, in the order of docs/lifecycle.md", () =>
   });
 
   it("answers ConcurrencyLimitReached for an issue of a full key before looking at its status", () => {
-    const s = initialState({ agents: ["A"], issues: [{ id: "a", concurrencyKey: "k" }, { id: "b", concurrencyKey: "k", status: "BACKLOG" }], limits: { k: 1 } });
+    const s = initialState({
+      agents: ["A"],
+      issues: [
+        { id: "a", concurrencyKey: "k" },
+        { id: "b", concurrencyKey: "k", status: "BACKLOG" },
+      ],
+      limits: { k: 1 },
+    });
     const steps = play(s, [
       { verb: "startRun", agentId: "A" },
       { verb: "claimIssue", agentId: "A", runId: "r1", issueId: "a" },
@@ -148,7 +171,13 @@ describe("acquireExecution, releases and runs", () => {
       { verb: "acquireExecution", agentId: "A", runId: "r1", issueId: "i2" },
       { verb: "acquireExecution", agentId: "B", runId: "r2", issueId: "i2" },
     ]);
-    expect(steps.slice(2).map((x) => x.answer.__typename)).toEqual(["NotCheckedOut", "IssueClaimed", "ExecutionAcquired", "ExecutionAcquired", "ExecutionConflict"]);
+    expect(steps.slice(2).map((x) => x.answer.__typename)).toEqual([
+      "NotCheckedOut",
+      "IssueClaimed",
+      "ExecutionAcquired",
+      "ExecutionAcquired",
+      "ExecutionConflict",
+    ]);
     expect(steps[5]!.answer).toMatchObject({ alreadyHeld: true });
     expect(issue(last(steps).state, "i2")).toMatchObject({ status: "IN_PROGRESS", attemptCount: 1 });
   });
@@ -200,7 +229,11 @@ describe("acquireExecution, releases and runs", () => {
       { verb: "acquireExecution", agentId: "A", runId: "r1", issueId: "i2" },
       { verb: "finishRun", agentId: "A", runId: "r1", status: "CANCELLED" },
     ]);
-    expect(steps[0]!.answer).toMatchObject({ __typename: "HeartbeatTick", runs: [{ id: "r1", agentId: "A", status: "RUNNING" }], claims: [{ issue: { id: "i1" } }] });
+    expect(steps[0]!.answer).toMatchObject({
+      __typename: "HeartbeatTick",
+      runs: [{ id: "r1", agentId: "A", status: "RUNNING" }],
+      claims: [{ issue: { id: "i1" } }],
+    });
     expect(last(steps).events.map((e) => [e.issueId, e.kind, e.status, e.reason])).toEqual([
       ["i1", "RELEASED", "OPEN", "RUN_FINISHED"],
       ["i2", "RELEASED", "OPEN", "RUN_FINISHED"],
@@ -266,7 +299,11 @@ describe("disabling an agent", () => {
     const disabled = last(steps);
     expect(disabled.answer).toEqual({ __typename: "Agent", agentId: "A", disabled: true, disabledReason: "leaked key" });
     // r1 expired (not yet written down) and r2 live: both CANCELLED; B's run untouched
-    expect(disabled.state.runs.map((r) => [r.id, r.status])).toEqual([["r1", "CANCELLED"], ["r2", "CANCELLED"], ["r3", "RUNNING"]]);
+    expect(disabled.state.runs.map((r) => [r.id, r.status])).toEqual([
+      ["r1", "CANCELLED"],
+      ["r2", "CANCELLED"],
+      ["r3", "RUNNING"],
+    ]);
     // i1 CLAIMED: its attempt charged; i2 CLAIMED on its last attempt: ESCALATED; i3 IN_PROGRESS: already counted
     expect(disabled.state.issues.map((i) => [i.id, i.status, i.attemptCount, i.checkoutRunId])).toEqual([
       ["i1", "OPEN", 1, null],

@@ -30,7 +30,10 @@ it("every file the Dockerfile copies from the repository exists and is not exclu
   expect(copies.length).toBeGreaterThan(5);
   for (const source of copies) {
     expect(existsSync(path.join(ROOT, source)), source).toBe(true);
-    expect(ignored.some((pattern) => source === pattern || source.startsWith(`${pattern}/`)), `${source} is in .dockerignore`).toBe(false);
+    expect(
+      ignored.some((pattern) => source === pattern || source.startsWith(`${pattern}/`)),
+      `${source} is in .dockerignore`,
+    ).toBe(false);
   }
   const commands = [...dockerfile.matchAll(/"node", "(dist\/bin\/\w+)\.js"/g)].map((m) => m[1]!);
   const compose = read("docker-compose.yml");

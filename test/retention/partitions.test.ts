@@ -155,10 +155,10 @@ describe("the ledger's days ahead", () => {
     await h.sql(`ALTER TABLE lock_events ATTACH PARTITION lock_events_history FOR VALUES FROM (MINVALUE) TO ('${utcDay(1).toISOString()}')`);
     // A DEFAULT partition (Baton makes none) that holds an event of day +2.
     await h.sql("CREATE TABLE lock_events_default PARTITION OF lock_events DEFAULT");
-    await h.sql(
-      `INSERT INTO lock_events (company_id, seq, issue_id, kind, status, at) VALUES ($1, 1, gen_random_uuid(), 'CLAIMED', 'CLAIMED', $2)`,
-      [co.id, new Date(utcDay(2).getTime() + 3_600_000)],
-    );
+    await h.sql(`INSERT INTO lock_events (company_id, seq, issue_id, kind, status, at) VALUES ($1, 1, gen_random_uuid(), 'CLAIMED', 'CLAIMED', $2)`, [
+      co.id,
+      new Date(utcDay(2).getTime() + 3_600_000),
+    ]);
 
     const made = await ensure();
 

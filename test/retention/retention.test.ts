@@ -25,12 +25,15 @@ async function backdatedDay(daysAgo: number, events: { companyId: string; seq: n
   const day = utcDay(daysAgo);
   const name = partitionName(day);
   await h.sql(`CREATE TABLE ${name} (LIKE lock_events INCLUDING DEFAULTS)`);
-  await h.sql(`ALTER TABLE lock_events ATTACH PARTITION ${name} FOR VALUES FROM ('${day.toISOString()}') TO ('${new Date(day.getTime() + DAY_MS).toISOString()}')`);
+  await h.sql(
+    `ALTER TABLE lock_events ATTACH PARTITION ${name} FOR VALUES FROM ('${day.toISOString()}') TO ('${new Date(day.getTime() + DAY_MS).toISOString()}')`,
+  );
   for (const e of events) {
-    await h.sql(
-      `INSERT INTO lock_events (company_id, seq, issue_id, kind, status, at) VALUES ($1, $2, gen_random_uuid(), 'CLAIMED', 'CLAIMED', $3)`,
-      [e.companyId, e.seq, new Date(day.getTime() + 3_600_000 + e.seq * 1000)],
-    );
+    await h.sql(`INSERT INTO lock_events (company_id, seq, issue_id, kind, status, at) VALUES ($1, $2, gen_random_uuid(), 'CLAIMED', 'CLAIMED', $3)`, [
+      e.companyId,
+      e.seq,
+      new Date(day.getTime() + 3_600_000 + e.seq * 1000),
+    ]);
   }
   return name;
 }
@@ -44,7 +47,9 @@ async function work(c: Company, title: string): Promise<void> {
   const { createIssue } = await c.board.ok(Ops.CreateIssueDocument, { input: { title, assigneeAgentId: agent.id } });
   expect((await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: createIssue.id })).claimIssue.__typename).toBe("IssueClaimed");
   await agent.client.ok(Ops.AcquireExecutionDocument, { runId: run.id, issueId: createIssue.id });
-  expect((await agent.client.ok(Ops.ReleaseIssueDocument, { runId: run.id, issueId: createIssue.id, outcome: "DONE" })).releaseIssue.__typename).toBe("IssueReleased");
+  expect((await agent.client.ok(Ops.ReleaseIssueDocument, { runId: run.id, issueId: createIssue.id, outcome: "DONE" })).releaseIssue.__typename).toBe(
+    "IssueReleased",
+  );
   await agent.client.ok(Ops.FinishRunDocument, { runId: run.id, status: "SUCCEEDED" });
 }
 
@@ -71,7 +76,10 @@ describe("the ledger", () => {
       if (d === 40) events.push({ companyId: quiet.id, seq: 5 });
       expired.push(await backdatedDay(d, events));
     }
-    kept = await backdatedDay(29, [100, 101, 102].map((seq) => ({ companyId: co.id, seq })));
+    kept = await backdatedDay(
+      29,
+      [100, 101, 102].map((seq) => ({ companyId: co.id, seq })),
+    );
   });
 
   it("drops every whole day past the window, oldest first, makes the days ahead, and records each company's newest dropped seq", async () => {
@@ -94,7 +102,9 @@ describe("the ledger", () => {
     expect(now.at(-1)).toBe(partitionName(utcDay(-PARTITION_DAYS_AHEAD)));
     // Nothing inside the window went.
     expect(await h.sql<{ seq: string }>("SELECT e.seq::text AS seq FROM lock_events e ORDER BY e.seq")).toEqual(before);
-    const pruned = await h.sql<{ company_id: string; through_seq: string }>("SELECT company_id, through_seq::text FROM lock_events_pruned p ORDER BY p.through_seq");
+    const pruned = await h.sql<{ company_id: string; through_seq: string }>(
+      "SELECT company_id, through_seq::text FROM lock_events_pruned p ORDER BY p.through_seq",
+    );
     expect(pruned).toEqual([
       { company_id: quiet.id, through_seq: "5" },
       { company_id: co.id, through_seq: "30" },
@@ -169,7 +179,9 @@ describe("the ledger", () => {
       let finished = false;
       const pass = pruneLedger(h.database.url, 30).finally(() => (finished = true));
       await eventually(async () => {
-        const waiting = await h.sql("SELECT 1 FROM pg_stat_activity WHERE application_name = 'baton-retention' AND wait_event_type IN ('Lock', 'Timeout') AND query LIKE '%DETACH%'");
+        const waiting = await h.sql(
+          "SELECT 1 FROM pg_stat_activity WHERE application_name = 'baton-retention' AND wait_event_type IN ('Lock', 'Timeout') AND query LIKE '%DETACH%'",
+        );
         return waiting.length > 0;
       }, "the drop to wait for the open reader");
       for (let i = 0; i < 3; i++) await work(co, `during the drop ${i}`);
@@ -195,7 +207,9 @@ describe("the ledger", () => {
       const stop = new AbortController();
       const pass = pruneLedger(h.database.url, 30, stop.signal);
       await eventually(async () => {
-        const waiting = await h.sql("SELECT 1 FROM pg_stat_activity WHERE application_name = 'baton-retention' AND wait_event_type IN ('Lock', 'Timeout') AND query LIKE '%DETACH%'");
+        const waiting = await h.sql(
+          "SELECT 1 FROM pg_stat_activity WHERE application_name = 'baton-retention' AND wait_event_type IN ('Lock', 'Timeout') AND query LIKE '%DETACH%'",
+        );
         return waiting.length > 0;
       }, "the detach to wait for the open reader");
       stop.abort();

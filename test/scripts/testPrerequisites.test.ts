@@ -38,13 +38,13 @@ function run(command: string[], env: Record<string, string | undefined> = {}): P
 
 const prepare = (env: Record<string, string | undefined> = {}, prefix: string[] = []) => run([...prefix, "/bin/bash", SCRIPT], env);
 
-
 /** A PATH of only these programs (and what the script itself uses), so everything else is "not installed". */
 function pathWith(programs: string[], fakes: Record<string, string> = {}): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), "baton-prereq-bin-"));
   chmodSync(dir, 0o755);
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  for (const program of ["id", "tr", "awk", "tail", "grep", "sleep", "mktemp", "rm", "perl", ...programs]) symlinkSync(`/usr/bin/${program}`, path.join(dir, program));
+  for (const program of ["id", "tr", "awk", "tail", "grep", "sleep", "mktemp", "rm", "perl", ...programs])
+    symlinkSync(`/usr/bin/${program}`, path.join(dir, program));
   for (const [name, body] of Object.entries(fakes)) writeFileSync(path.join(dir, name), `#!/bin/bash\n${body}\n`, { mode: 0o755 });
   return dir;
 }

@@ -34,7 +34,12 @@ it("accepts a clean life: claim, acquire, fail, adopt after a death, acquire, do
     ev("EXECUTION_ACQUIRED", "IN_PROGRESS", R2, R2, R2),
     ev("RELEASED", "DONE", R2, null),
   );
-  expect(judge(events, row("DONE", 3, 3), [{ kind: "claimed", runId: R2, issueId: ISSUE, lockEpoch: 3 }, { kind: "released", runId: R2, issueId: ISSUE }])).toEqual([]);
+  expect(
+    judge(events, row("DONE", 3, 3), [
+      { kind: "claimed", runId: R2, issueId: ISSUE, lockEpoch: 3 },
+      { kind: "released", runId: R2, issueId: ISSUE },
+    ]),
+  ).toEqual([]);
 });
 
 it("catches a claim of an issue another run holds", () => {
@@ -56,7 +61,10 @@ it("catches an epoch or an attempt count that the ledger does not account for, a
   expect(judge(events, row("IN_PROGRESS", 1, 2, R1, R1), [])).toEqual([expect.stringContaining("2 attempts used, but the ledger accounts for 1")]);
   const gap = [events[0]!, { ...events[1]!, seq: "3" }];
   expect(judge(gap, row("IN_PROGRESS", 1, 1, R1, R1), [])).toEqual([]); // seqs may have gaps
-  const back = [{ ...events[0]!, seq: "5" }, { ...events[1]!, seq: "5" }];
+  const back = [
+    { ...events[0]!, seq: "5" },
+    { ...events[1]!, seq: "5" },
+  ];
   expect(judge(back, row("IN_PROGRESS", 1, 1, R1, R1), [])).toEqual([expect.stringContaining("repeats or goes back")]);
 });
 

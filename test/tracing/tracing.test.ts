@@ -57,7 +57,12 @@ async function workAll(co: Company, onIssue: () => void = () => {}): Promise<voi
     async (issue) => {
       onIssue();
       await eventually(
-        () => (named("mutation WorkHeartbeat").some((s) => spans().some((c) => c.name === "mutation WorkClaim" && attr(c, "baton.issue.id") === issue.id && traceOf(c) === traceOf(s))) ? true : undefined),
+        () =>
+          named("mutation WorkHeartbeat").some((s) =>
+            spans().some((c) => c.name === "mutation WorkClaim" && attr(c, "baton.issue.id") === issue.id && traceOf(c) === traceOf(s)),
+          )
+            ? true
+            : undefined,
         "a heartbeat in the issue's trace",
         5_000,
       ).catch(() => {}); // none: the assertions below say what is missing
@@ -195,7 +200,12 @@ it("reads traceparent strictly: a valid one is the operation's parent, anything 
 });
 
 it("over WebSocket, an operation's extensions.traceparent is its parent; a malformed one is ignored", async () => {
-  const client = createClient({ url: h.url.replace(/^http/, "ws"), webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${ADMIN_TOKEN}` }, retryAttempts: 0 });
+  const client = createClient({
+    url: h.url.replace(/^http/, "ws"),
+    webSocketImpl: WebSocket,
+    connectionParams: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    retryAttempts: 0,
+  });
   const ask = async (name: string, extensions: Record<string, unknown>) => {
     for await (const result of client.iterate({ query: `query ${name} { me { role } }`, extensions })) expect(result.data).toEqual({ me: { role: "ADMIN" } });
   };
@@ -234,7 +244,10 @@ it("a recovery sweep is a trace: one span, a child per step, the statements unde
     "recovery recover locks of dead runs",
     "recovery escalate exhausted open issues",
   ]);
-  const under = (step: string) => spans().filter((s) => parentId(s) === steps.find((x) => x.name === step)!.spanContext().spanId).map((s) => s.name);
+  const under = (step: string) =>
+    spans()
+      .filter((s) => parentId(s) === steps.find((x) => x.name === step)!.spanContext().spanId)
+      .map((s) => s.name);
   expect(under("recovery time out expired runs")).toContain("TIME_OUT_EXPIRED_RUNS");
   expect(under("recovery time out busy expired runs")).toContain("BUSY_EXPIRED_RUNS");
   expect(under("recovery recover locks of dead runs")).toContain("RECOVER_LOCKS_OF_DEAD_RUNS");
@@ -279,7 +292,11 @@ it("sends spans over OTLP/HTTP to the endpoint the standard variable names, and 
   try {
     const res = await fetch(api.url, {
       method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${api.adminToken}`, traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" },
+      headers: {
+        "content-type": "application/json",
+        authorization: `Bearer ${api.adminToken}`,
+        traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      },
       body: JSON.stringify({ query: 'mutation Traced { createCompany(name: "traced") { company { id } } }' }),
     });
     expect(res.status).toBe(200);
@@ -313,8 +330,12 @@ it("the recovery loop exports a span per sweep, with its steps, when the standar
     child.stderr!.on("data", (c: Buffer) => (output += c.toString()));
     const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
     expect(code, output).toBe(0);
-    const all = receiver.received.filter((r) => r.path === "/v1/traces").map((r) => r.body).join("\n");
-    for (const name of ["recovery sweep", "recovery time out expired runs", "recovery escalate exhausted open issues", "TIME_OUT_EXPIRED_RUNS"]) expect(all).toContain(`"${name}"`);
+    const all = receiver.received
+      .filter((r) => r.path === "/v1/traces")
+      .map((r) => r.body)
+      .join("\n");
+    for (const name of ["recovery sweep", "recovery time out expired runs", "recovery escalate exhausted open issues", "TIME_OUT_EXPIRED_RUNS"])
+      expect(all).toContain(`"${name}"`);
     expect(all).toContain("baton-recovery");
   } finally {
     await receiver.close();

@@ -183,7 +183,9 @@ export class AgentsView {
       "Rotate the board key?\n\n" +
       "The current board key stops working everywhere at once: every other open board signed in with it (other tabs too) is signed out, " +
       "and scripts and the CLI that use it are refused until they are given the new one.\n\n" +
-      (own ? "This page switches to the new key, which is shown once." : "This page is signed in with the admin token and goes on with it. The new key is shown once.");
+      (own
+        ? "This page switches to the new key, which is shown once."
+        : "This page is signed in with the admin token and goes on with it. The new key is shown once.");
     if (!window.confirm(question)) return;
     try {
       const variables = { companyId: this.deps.companyId };

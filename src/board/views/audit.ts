@@ -31,13 +31,15 @@ export class AuditView {
         ...FIGURES.map(({ key, label, mustBeZero, note }) => {
           const value = lockAudit[key];
           const state = value === 0 ? "good" : mustBeZero ? "bad" : "pending";
-          return h("div", { class: `figure figure-${state}`, "data-figure": key }, h("dt", {}, label), h("dd", {}, h("strong", {}, value), " ", h("small", {}, note)));
+          return h(
+            "div",
+            { class: `figure figure-${state}`, "data-figure": key },
+            h("dt", {}, label),
+            h("dd", {}, h("strong", {}, value), " ", h("small", {}, note)),
+          );
         }),
       );
-      fill(
-        byId("audit-histogram"),
-        ...lockAudit.attemptHistogram.map((b) => h("tr", {}, h("td", {}, b.attemptCount), h("td", {}, b.issues))),
-      );
+      fill(byId("audit-histogram"), ...lockAudit.attemptHistogram.map((b) => h("tr", {}, h("td", {}, b.attemptCount), h("td", {}, b.issues))));
       byId("audit-at").textContent = `as of ${new Date().toLocaleTimeString()}`;
     } catch (err) {
       byId("audit-at").textContent = err instanceof ApiError ? `could not read the audit: ${err.message}` : "could not read the audit";

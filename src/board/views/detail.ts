@@ -6,7 +6,13 @@
 import type { Api } from "../api.js";
 import { ApiError, prunedThrough } from "../api.js";
 import { byId, fill, h, shortId, span } from "../dom.js";
-import { BoardForceReleaseDocument, BoardHistoryDocument, BoardIssueDetailDocument, BoardOldestEventDocument, BoardUpdateIssueDocument } from "../generated/graphql.js";
+import {
+  BoardForceReleaseDocument,
+  BoardHistoryDocument,
+  BoardIssueDetailDocument,
+  BoardOldestEventDocument,
+  BoardUpdateIssueDocument,
+} from "../generated/graphql.js";
 import type { UpdateIssueInput } from "../generated/graphql.js";
 import { health } from "../store.js";
 import type { Issue, LockEvent, Store } from "../store.js";
@@ -59,8 +65,11 @@ export class DetailView {
       const typed = byId<HTMLInputElement>("key-input").value;
       const key = typed === "" ? null : typed;
       const issue = this.issueId ? this.store.issues.get(this.issueId) : undefined;
-      if (issue && issue.concurrencyKey === key) return this.say(key === null ? "The issue is in the unkeyed pool already." : `The issue has key “${key}” already.`);
-      void this.update(key === null ? "Move this issue to the unkeyed pool (no concurrency key)?" : `Move this issue to concurrency key “${key}”?`, { concurrencyKey: key });
+      if (issue && issue.concurrencyKey === key)
+        return this.say(key === null ? "The issue is in the unkeyed pool already." : `The issue has key “${key}” already.`);
+      void this.update(key === null ? "Move this issue to the unkeyed pool (no concurrency key)?" : `Move this issue to concurrency key “${key}”?`, {
+        concurrencyKey: key,
+      });
     });
     byId("raise-form").addEventListener("submit", (e) => {
       e.preventDefault();
@@ -128,30 +137,32 @@ export class DetailView {
   private loadHistory(): Promise<void> {
     const id = this.issueId;
     const opening = this.opening;
-    this.reading = this.reading.then(async () => {
-      for (;;) {
-        if (!id || this.opening !== opening) return;
-        // From "0", not the oldest event kept: EVENTS_PRUNED then says whether retention took some of it.
-        const line = this.history.at(-1);
-        const last = line === undefined ? "0" : "prunedThrough" in line ? line.prunedThrough : line.seq;
-        let lockEvents: LockEvent[];
-        try {
-          ({ lockEvents } = await this.api.request(BoardHistoryDocument, { companyId: this.companyId, issueId: id, afterSeq: last }));
-        } catch (err) {
-          // EVENTS_PRUNED: the history goes on after the pruned part, with a line that says so.
-          const through = prunedThrough(err);
-          if (through === null || BigInt(through) <= BigInt(last)) throw err;
-          const shown = line !== undefined || (await this.olderThanKept(id, through));
+    this.reading = this.reading
+      .then(async () => {
+        for (;;) {
+          if (!id || this.opening !== opening) return;
+          // From "0", not the oldest event kept: EVENTS_PRUNED then says whether retention took some of it.
+          const line = this.history.at(-1);
+          const last = line === undefined ? "0" : "prunedThrough" in line ? line.prunedThrough : line.seq;
+          let lockEvents: LockEvent[];
+          try {
+            ({ lockEvents } = await this.api.request(BoardHistoryDocument, { companyId: this.companyId, issueId: id, afterSeq: last }));
+          } catch (err) {
+            // EVENTS_PRUNED: the history goes on after the pruned part, with a line that says so.
+            const through = prunedThrough(err);
+            if (through === null || BigInt(through) <= BigInt(last)) throw err;
+            const shown = line !== undefined || (await this.olderThanKept(id, through));
+            if (this.opening !== opening) return;
+            this.history.push({ prunedThrough: through, shown });
+            continue;
+          }
           if (this.opening !== opening) return;
-          this.history.push({ prunedThrough: through, shown });
-          continue;
+          this.history.push(...lockEvents);
+          if (lockEvents.length < 1000) break;
         }
-        if (this.opening !== opening) return;
-        this.history.push(...lockEvents);
-        if (lockEvents.length < 1000) break;
-      }
-      this.render();
-    }).catch(() => this.say("could not read the issue's history"));
+        this.render();
+      })
+      .catch(() => this.say("could not read the issue's history"));
     return this.reading;
   }
 
@@ -189,7 +200,11 @@ export class DetailView {
       ...field("Execution lock", issue.executionRunId ? `run ${shortId(issue.executionRunId)}` : "free"),
       ...field(
         "Holder",
-        held ? (run ? `${this.store.agentName(run.agentId)}, heartbeat ${span(now - Date.parse(run.lastHeartbeatAt))} ago (${health(run, now)})` : `run ${shortId(held)}`) : "none",
+        held
+          ? run
+            ? `${this.store.agentName(run.agentId)}, heartbeat ${span(now - Date.parse(run.lastHeartbeatAt))} ago (${health(run, now)})`
+            : `run ${shortId(held)}`
+          : "none",
       ),
       ...field("Lock epoch", String(issue.lockEpoch)),
       ...field("Attempts", `${issue.attemptCount} of ${issue.maxAttempts}`),
@@ -211,7 +226,11 @@ export class DetailView {
       ...this.history.map((e) =>
         "prunedThrough" in e
           ? e.shown
-            ? h("li", { class: "event pruned", "data-pruned-through": e.prunedThrough }, `Events up to #${e.prunedThrough} were pruned by retention: any earlier events of this issue are no longer kept.`)
+            ? h(
+                "li",
+                { class: "event pruned", "data-pruned-through": e.prunedThrough },
+                `Events up to #${e.prunedThrough} were pruned by retention: any earlier events of this issue are no longer kept.`,
+              )
             : null
           : eventLine(this.store, e),
       ),

@@ -89,7 +89,11 @@ export class EventsView {
   render(): void {
     const select = byId<HTMLSelectElement>("event-agent");
     if (select.options.length !== this.store.agents.size + 1) {
-      fill(select, h("option", { value: "" }, "Any agent"), ...[...this.store.agents].map(([id, agent]) => h("option", { value: id, selected: id === this.agent }, agent.name)));
+      fill(
+        select,
+        h("option", { value: "" }, "Any agent"),
+        ...[...this.store.agents].map(([id, agent]) => h("option", { value: id, selected: id === this.agent }, agent.name)),
+      );
     }
     const shown = this.candidates().slice(0, SHOWN);
     const list = byId("events-list");

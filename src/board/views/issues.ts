@@ -63,7 +63,13 @@ export class IssuesView {
     byId("issues-next").addEventListener("click", () => this.turn(1));
     fill(
       byId("issues-head"),
-      h("tr", {}, ...COLUMNS.map((c) => h("th", { scope: "col", "data-key": c.key }, h("button", { type: "button", class: "sort", onclick: () => this.sortBy(c.key) }, c.label)))),
+      h(
+        "tr",
+        {},
+        ...COLUMNS.map((c) =>
+          h("th", { scope: "col", "data-key": c.key }, h("button", { type: "button", class: "sort", onclick: () => this.sortBy(c.key) }, c.label)),
+        ),
+      ),
     );
   }
 
@@ -90,7 +96,10 @@ export class IssuesView {
     for (const status of STATUSES) {
       let chip = this.chips.get(status);
       if (!chip) {
-        chip = { button: h("button", { type: "button", class: `chip status-${status}`, onclick: () => this.toggleStatus(status) }), count: h("span", { class: "count" }) };
+        chip = {
+          button: h("button", { type: "button", class: `chip status-${status}`, onclick: () => this.toggleStatus(status) }),
+          count: h("span", { class: "count" }),
+        };
         chip.button.append(`${status} `, chip.count);
         byId("status-filter").append(chip.button);
         this.chips.set(status, chip);
@@ -114,7 +123,13 @@ export class IssuesView {
       const holder = this.store.holderRun(issue);
       if (issue.assigneeAgentId !== this.agent && holder?.agentId !== this.agent) return false;
     }
-    if (this.text && !issue.title.toLowerCase().includes(this.text) && !issue.id.startsWith(this.text) && !issue.concurrencyKey?.toLowerCase().includes(this.text)) return false;
+    if (
+      this.text &&
+      !issue.title.toLowerCase().includes(this.text) &&
+      !issue.id.startsWith(this.text) &&
+      !issue.concurrencyKey?.toLowerCase().includes(this.text)
+    )
+      return false;
     return true;
   }
 
@@ -206,8 +221,7 @@ export class IssuesView {
           cell.firstElementChild!.textContent = value;
           if (value) cell.firstElementChild!.setAttribute("title", value);
           else cell.firstElementChild!.removeAttribute("title");
-        }
-        else cell.textContent = value;
+        } else cell.textContent = value;
       });
       row.shown = text;
       row.cells[STATUS_CELL]!.className = `status status-${issue.status}`;

@@ -51,7 +51,10 @@ export class LimitsView {
     if (!window.confirm(question)) return;
     try {
       const { setConcurrencyLimit: limit } = await this.api.request(BoardSetLimitDocument, { key, maxActive });
-      this.say(limit ? `Limit set: key “${limit.key}” at most ${limit.maxActive} active (${limit.active} now).` : `Limit removed: key “${key}” has no limit.`, "ok");
+      this.say(
+        limit ? `Limit set: key “${limit.key}” at most ${limit.maxActive} active (${limit.active} now).` : `Limit removed: key “${key}” has no limit.`,
+        "ok",
+      );
       if (limit) byId<HTMLInputElement>("limit-key").value = "";
     } catch (err) {
       this.say(err instanceof ApiError ? `${err.code}: ${err.message}` : "the request failed");
@@ -97,7 +100,11 @@ export class LimitsView {
             h(
               "td",
               { class: "limit-actions" },
-              h("button", { type: "button", "data-focus": `limit-edit:${limit.key}`, "aria-label": `Change the limit on ${limit.key}`, onclick: () => this.edit(limit) }, "Change"),
+              h(
+                "button",
+                { type: "button", "data-focus": `limit-edit:${limit.key}`, "aria-label": `Change the limit on ${limit.key}`, onclick: () => this.edit(limit) },
+                "Change",
+              ),
               h(
                 "button",
                 {

@@ -16,6 +16,11 @@ export async function listRuns(ctx: Context, words: string[]): Promise<number> {
   const companyId = await companyOf(ctx, p.values.company);
   const { runs } = await ctx.baton.request(Documents.CliRunsDocument, { companyId, status: statuses<Documents.RunStatus>(p.values.status) });
   if (ctx.json) ctx.out(JSON.stringify(runs));
-  else table(ctx, ["ID", "AGENT", "STATUS", "LEASE LEFT"], runs.map((r) => [r.id, r.agentId, r.status, leaseLeft(r)]));
+  else
+    table(
+      ctx,
+      ["ID", "AGENT", "STATUS", "LEASE LEFT"],
+      runs.map((r) => [r.id, r.agentId, r.status, leaseLeft(r)]),
+    );
   return 0;
 }

@@ -136,12 +136,12 @@ function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context,
 export async function workCommand(ctx: Context, words: string[]): Promise<number> {
   const dash = words.indexOf("--");
   const command = dash === -1 ? [] : words.slice(dash + 1);
-  const p = parse(
-    ctx,
-    dash === -1 ? words : words.slice(0, dash),
-    USAGE,
-    { concurrency: { type: "string" }, once: { type: "boolean" }, "include-unassigned": { type: "boolean" }, "drain-timeout": { type: "string" } },
-  );
+  const p = parse(ctx, dash === -1 ? words : words.slice(0, dash), USAGE, {
+    concurrency: { type: "string" },
+    once: { type: "boolean" },
+    "include-unassigned": { type: "boolean" },
+    "drain-timeout": { type: "string" },
+  });
   if (!p) return 0;
   if (command.length === 0) throw new Usage(`no command to run: baton ${USAGE}`);
   const concurrency = p.values.concurrency === undefined ? 1 : Number(p.values.concurrency);

@@ -8,8 +8,7 @@ const ProblemRef = builder.interfaceRef<{ __typename: string; message: string }>
   fields: (t) => ({ message: t.exposeString("message") }),
 });
 
-const problem = <P extends { __typename: string; message: string }>(name: P["__typename"]) =>
-  builder.objectRef<P>(name);
+const problem = <P extends { __typename: string; message: string }>(name: P["__typename"]) => builder.objectRef<P>(name);
 
 export const NoIssueAvailableRef = problem<T.NoIssueAvailable>("NoIssueAvailable").implement({
   interfaces: [ProblemRef],

@@ -58,7 +58,9 @@ export interface CheckoutAnswer {
  * issue that filled its key counts that slot free").
  */
 function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: string, expected: IssueStatus[]) {
-  return statement("CHECKOUT_IF_EXPECTED", sql`
+  return statement(
+    "CHECKOUT_IF_EXPECTED",
+    sql`
     WITH ${runCte(runId, actor, true)},
     ${lockedIssuesCte(actor, [issueId])},
     holder AS (
@@ -143,16 +145,11 @@ function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: 
            (SELECT ${issueJson("c")} FROM changed c) AS issue,
            (SELECT json_build_object('id', h.id, 'agentId', h.agent_id, 'status', h.status, 'live', h.live) FROM holder h) AS holder,
            (SELECT json_build_object('key', f.key, 'maxActive', f.max_active) FROM full_key f) AS "limit",
-           (SELECT list FROM events) AS events`);
+           (SELECT list FROM events) AS events`,
+  );
 }
 
 /** Runs the checkout and publishes what it committed; the caller turns the verdict into the answer. */
-export function checkoutIfExpected(
-  deps: StatementDeps,
-  actor: AgentActor,
-  runId: string,
-  issueId: string,
-  expected: IssueStatus[],
-): Promise<CheckoutAnswer> {
+export function checkoutIfExpected(deps: StatementDeps, actor: AgentActor, runId: string, issueId: string, expected: IssueStatus[]): Promise<CheckoutAnswer> {
   return commitChange<CheckoutAnswer>(deps, checkoutIfExpectedStatement(runId, actor, issueId, expected));
 }

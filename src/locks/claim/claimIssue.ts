@@ -36,13 +36,7 @@ async function claimNext(deps: LockDeps, actor: AgentActor, runId: string, inclu
 }
 
 /** With an issue id: CHECKOUT_IF_EXPECTED, its verdict turned into the answer. */
-async function checkoutNamed(
-  deps: LockDeps,
-  actor: AgentActor,
-  runId: string,
-  issueId: string,
-  expected: IssueStatus[],
-): Promise<ClaimIssueResult> {
+async function checkoutNamed(deps: LockDeps, actor: AgentActor, runId: string, issueId: string, expected: IssueStatus[]): Promise<ClaimIssueResult> {
   const row = await checkoutIfExpected(deps, actor, runId, issueId, expected);
   const refused = refuseRun(row.run, runId, actor);
   if (refused) return refused;
@@ -65,9 +59,10 @@ async function checkoutNamed(
     case "UNEXPECTED_STATUS":
       return {
         __typename: "UnexpectedStatus",
-        message: CLAIMABLE_STATUSES.includes(cur.status) || !expected.includes(cur.status)
-          ? `issue ${issueId} is ${cur.status}, expected one of [${expected.join(", ")}]`
-          : `issue ${issueId} is ${cur.status}: a checkout starts only from ${CLAIMABLE_STATUSES.join(", ")}`,
+        message:
+          CLAIMABLE_STATUSES.includes(cur.status) || !expected.includes(cur.status)
+            ? `issue ${issueId} is ${cur.status}, expected one of [${expected.join(", ")}]`
+            : `issue ${issueId} is ${cur.status}: a checkout starts only from ${CLAIMABLE_STATUSES.join(", ")}`,
         issueId,
         status: cur.status,
         expectedStatuses: expected,

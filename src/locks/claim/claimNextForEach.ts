@@ -31,7 +31,9 @@ import type { Issue } from "../../domain/types.js";
  * finds the rest") and test/locks/claimOrderContention.test.ts.
  */
 export function claimNextForEachStatement(companyId: string, group: ClaimRequest[]) {
-  return statement("CLAIM_NEXT_FOR_EACH", sql`
+  return statement(
+    "CLAIM_NEXT_FOR_EACH",
+    sql`
     WITH RECURSIVE req AS (
       SELECT q.run_id, q.agent_id, q.pool, q.n::int AS n
         FROM unnest(${group.map((g) => g.runId)}::uuid[], ${group.map((g) => g.actor.agentId)}::uuid[],
@@ -79,7 +81,8 @@ export function claimNextForEachStatement(companyId: string, group: ClaimRequest
     SELECT (SELECT json_object_agg(r.id, ${runViewJson("r")}) FROM run r) AS runs,
            (SELECT json_agg(json_build_object('runId', q.run_id, 'issue', ${issueJsonOrNull("ch")}) ORDER BY q.n)
               FROM req q LEFT JOIN changed ch ON ch.req_n = q.n) AS answers,
-           (SELECT list FROM events) AS events`);
+           (SELECT list FROM events) AS events`,
+  );
 }
 
 /** Runs the grouped claim for a group of one company's claims; answers in request order. */

@@ -32,7 +32,9 @@ export interface ClaimNextAnswer {
  * EXECUTION_ACQUIRED), all in this one statement.
  */
 export function claimNextSkipLockedStatement(runId: string, actor: AgentActor, includeUnassigned: boolean, limit = 1, acquire = false) {
-  return statement("CLAIM_NEXT_SKIP_LOCKED", sql`
+  return statement(
+    "CLAIM_NEXT_SKIP_LOCKED",
+    sql`
     WITH ${runCte(runId, actor, true)},
     lists AS (
       SELECT ${actor.agentId}::uuid AS agent_id, ${limit}::int AS want
@@ -52,7 +54,8 @@ export function claimNextSkipLockedStatement(runId: string, actor: AgentActor, i
     ${appendEvents("changes")}
     SELECT (SELECT ${runViewJson("run")} FROM run) AS run,
            (SELECT coalesce(json_agg(${issueJson("c")} ORDER BY ${raw(IN_CLAIM_ORDER("g"))}), '[]'::json) FROM changed c JOIN got g ON g.id = c.id) AS issues,
-           (SELECT list FROM events) AS events`);
+           (SELECT list FROM events) AS events`,
+  );
 }
 
 /** The checkout only: CLAIMED. */
@@ -98,8 +101,5 @@ export function claimNextSkipLocked(
   actor: AgentActor,
   input: { runId: string; includeUnassigned: boolean; limit: number; acquireExecution: boolean },
 ): Promise<ClaimNextAnswer> {
-  return commitChange<ClaimNextAnswer>(
-    deps,
-    claimNextSkipLockedStatement(input.runId, actor, input.includeUnassigned, input.limit, input.acquireExecution),
-  );
+  return commitChange<ClaimNextAnswer>(deps, claimNextSkipLockedStatement(input.runId, actor, input.includeUnassigned, input.limit, input.acquireExecution));
 }

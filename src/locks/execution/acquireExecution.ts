@@ -21,7 +21,9 @@ import { issueNotFound } from "../shared/types.js";
  * anything else) and attempt_count + 1. A group never names one issue twice.
  */
 function acquireStatement(companyId: string, group: AcquireRequest[]) {
-  return statement("ACQUIRE_IF_CHECKOUT_HELD", sql`
+  return statement(
+    "ACQUIRE_IF_CHECKOUT_HELD",
+    sql`
     WITH req AS (
       SELECT q.run_id, q.agent_id, q.issue_id, q.name_key, q.n::int AS n
         FROM unnest(${group.map((g) => g.runId)}::uuid[], ${group.map((g) => g.actor.agentId)}::uuid[],
@@ -61,7 +63,8 @@ function acquireStatement(companyId: string, group: AcquireRequest[]) {
               FROM req q LEFT JOIN verdict v ON v.n = q.n
                          LEFT JOIN cur c ON c.id = q.issue_id LEFT JOIN changed ch ON ch.req_n = q.n
                          LEFT JOIN heartbeat_runs h ON h.id = c.execution_run_id) AS answers,
-           (SELECT list FROM events) AS events`);
+           (SELECT list FROM events) AS events`,
+  );
 }
 
 /** Runs ACQUIRE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
@@ -69,16 +72,10 @@ export async function acquireForEach(deps: StatementDeps, companyId: string, gro
   return answerEach<Omit<AcquireAnswer, "run">>(deps, acquireStatement(companyId, group));
 }
 
-export async function acquireExecution(
-  deps: LockDeps,
-  actor: AgentActor,
-  input: { runId: string; issueId: string },
-): Promise<AcquireExecutionResult> {
+export async function acquireExecution(deps: LockDeps, actor: AgentActor, input: { runId: string; issueId: string }): Promise<AcquireExecutionResult> {
   const { runId, issueId } = input;
   const request = { actor, runId, issueId };
-  const answer = deps.groups
-    ? await deps.groups.acquire.submit(actor.companyId, request)
-    : (await acquireForEach(deps, actor.companyId, [request]))[0]!;
+  const answer = deps.groups ? await deps.groups.acquire.submit(actor.companyId, request) : (await acquireForEach(deps, actor.companyId, [request]))[0]!;
   const refused = refuseRun(answer.run, runId, actor);
   if (refused) return refused;
   const cur = answer.current;

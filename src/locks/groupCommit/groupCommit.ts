@@ -88,7 +88,11 @@ export class GroupCommit<Req, Ans> {
   private statement(companyId: string, group: Waiting<Req, Ans>[]): Promise<Ans[]> {
     const requests = group.map((w) => w.request);
     if (!tracing()) return this.run(companyId, requests);
-    return inGroup(companyId, group.map((w) => w.trace), () => this.run(companyId, requests));
+    return inGroup(
+      companyId,
+      group.map((w) => w.trace),
+      () => this.run(companyId, requests),
+    );
   }
 
   /** Up to MAX_GROUP waiting requests, in order, skipping (for now) any whose key is already taken. */

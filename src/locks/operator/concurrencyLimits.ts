@@ -25,22 +25,27 @@ export interface ConcurrencyLimit {
  * away, it only stops new claims until the count falls. A key without a row
  * has never had an issue: it gets one, with nothing active.
  */
-export async function setConcurrencyLimit(
-  db: Db,
-  companyId: string,
-  key: string,
-  maxActive: number | null,
-): Promise<ConcurrencyLimit | null> {
+export async function setConcurrencyLimit(db: Db, companyId: string, key: string, maxActive: number | null): Promise<ConcurrencyLimit | null> {
   validateConcurrencyKey("key", key);
   if (maxActive === null) {
-    await queryAll(db, statement("REMOVE_KEY_LIMIT", sql`
+    await queryAll(
+      db,
+      statement(
+        "REMOVE_KEY_LIMIT",
+        sql`
       UPDATE concurrency_keys SET max_active = NULL
        WHERE company_id = ${companyId}::uuid AND key = ${key} AND max_active IS NOT NULL
-      RETURNING key`));
+      RETURNING key`,
+      ),
+    );
     return null;
   }
   validateConcurrencyLimit(maxActive);
-  const row = await queryOne<{ limit: ConcurrencyLimit | null }>(db, statement("SET_KEY_LIMIT", sql`
+  const row = await queryOne<{ limit: ConcurrencyLimit | null }>(
+    db,
+    statement(
+      "SET_KEY_LIMIT",
+      sql`
     WITH set AS (
       INSERT INTO concurrency_keys AS k (company_id, key, max_active)
       SELECT ${companyId}::uuid, ${key}, ${maxActive}::int
@@ -49,15 +54,23 @@ export async function setConcurrencyLimit(
       ON CONFLICT (company_id, key) DO UPDATE SET max_active = EXCLUDED.max_active
       RETURNING k.key, k.max_active, k.active
     )
-    SELECT (SELECT json_build_object('key', s.key, 'maxActive', s.max_active, 'active', s.active) FROM set s) AS "limit"`));
+    SELECT (SELECT json_build_object('key', s.key, 'maxActive', s.max_active, 'active', s.active) FROM set s) AS "limit"`,
+    ),
+  );
   if (!row.limit) throw new InvalidInputError(`a company may limit at most ${MAX_LIMITED_KEYS} keys: remove one first`);
   return row.limit;
 }
 
 /** LIST_KEY_LIMITS: every limited key of the company, by key. */
 export function listConcurrencyLimits(db: Pick<Db, "$queryRaw">, companyId: string): Promise<ConcurrencyLimit[]> {
-  return queryAll<ConcurrencyLimit>(db, statement("LIST_KEY_LIMITS", sql`
+  return queryAll<ConcurrencyLimit>(
+    db,
+    statement(
+      "LIST_KEY_LIMITS",
+      sql`
     SELECT k.key, k.max_active AS "maxActive", k.active FROM concurrency_keys k
      WHERE k.company_id = ${companyId}::uuid AND k.max_active IS NOT NULL
-     ORDER BY k.key`));
+     ORDER BY k.key`,
+    ),
+  );
 }

@@ -54,7 +54,9 @@ export async function createIssues(deps: Pick<LockDeps, "db">, companyId: string
   const assignees = [...new Set(rows.map((r) => r.assignee).filter((a): a is string => a !== null))];
   const inserted = await queryAll<{ issue: Issue; ord: number }>(
     deps.db,
-    statement("CREATE_ISSUES", sql`
+    statement(
+      "CREATE_ISSUES",
+      sql`
       WITH input AS (
         SELECT * FROM unnest(
           ${rows.map((r) => r.title)}::text[], ${rows.map((r) => r.description)}::text[],
@@ -76,7 +78,8 @@ export async function createIssues(deps: Pick<LockDeps, "db">, companyId: string
          ORDER BY t.ord
         RETURNING *
       )
-      SELECT ${issueJson("c")} AS issue FROM created c`),
+      SELECT ${issueJson("c")} AS issue FROM created c`,
+    ),
   );
   if (inserted.length !== rows.length) {
     throw new InvalidInputError("assigneeAgentId: no such agent in this company");

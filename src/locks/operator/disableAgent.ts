@@ -60,11 +60,14 @@ export async function disableAgent(
 ): Promise<Disabled> {
   const why = validateText("reason", reason.trim(), 1000);
   if (!why) throw new InvalidInputError("reason must not be empty: say why the agent is disabled");
-  const disabled = await retryingAborts(() => deps.db.$transaction(async (tx) => {
-    if (!(await lockAgent(tx, scope, agentId))) return null;
-    return queryOneInTransaction<{ agent: Agent; revoked: string[] }>(
-      tx,
-      statement("DISABLE_AGENT", sql`
+  const disabled = await retryingAborts(() =>
+    deps.db.$transaction(async (tx) => {
+      if (!(await lockAgent(tx, scope, agentId))) return null;
+      return queryOneInTransaction<{ agent: Agent; revoked: string[] }>(
+        tx,
+        statement(
+          "DISABLE_AGENT",
+          sql`
         WITH agent AS (
           UPDATE agents a SET disabled_at = coalesce(a.disabled_at, now()), disabled_reason = ${why}
            WHERE a.id = ${agentId}::uuid
@@ -80,14 +83,18 @@ export async function disableAgent(
         )
         SELECT (SELECT ${agentJson("a")} FROM agent a) AS agent,
                coalesce((SELECT array_agg(id::text) FROM revoked), '{}') AS revoked,
-               (SELECT count(*) FROM runs) AS runs`),
-    );
-  }));
+               (SELECT count(*) FROM runs) AS runs`,
+        ),
+      );
+    }),
+  );
   if (!disabled) throw new NotFoundError(`agent ${agentId} not found`);
   onKeysRevoked(disabled.revoked);
   const recovered = await commitChange<{ events: LockEvent[] }>(
     deps,
-    statement("RECOVER_LOCKS_OF_DISABLED_RUNS", sql`
+    statement(
+      "RECOVER_LOCKS_OF_DISABLED_RUNS",
+      sql`
       WITH held AS (
         -- every lock a run of the agent holds: none of its runs is RUNNING now
         SELECT i.id, i.checkout_run_id AS run_id FROM issues i JOIN heartbeat_runs r ON r.id = i.checkout_run_id
@@ -103,7 +110,8 @@ export async function disableAgent(
                   ${agentId}::uuid AS ev_agent_id, ${AGENT_DISABLED}::text AS ev_reason
       ),
       ${appendEvents("changed")}
-      SELECT (SELECT list FROM events) AS events`),
+      SELECT (SELECT list FROM events) AS events`,
+    ),
   );
   return { agent: disabled.agent, revokedKeyIds: disabled.revoked, events: recovered.events };
 }
@@ -115,13 +123,16 @@ export async function disableAgent(
 export async function enableAgent(db: LockDeps["db"], scope: Scope, agentId: string): Promise<Agent> {
   const row = await queryOne<{ agent: Agent | null }>(
     db,
-    statement("ENABLE_AGENT", sql`
+    statement(
+      "ENABLE_AGENT",
+      sql`
       WITH agent AS (
         UPDATE agents a SET disabled_at = NULL, disabled_reason = NULL
          WHERE a.id = ${agentId}::uuid AND (${scope}::uuid IS NULL OR a.company_id = ${scope}::uuid)
         RETURNING a.*
       )
-      SELECT (SELECT ${agentJson("a")} FROM agent a) AS agent`),
+      SELECT (SELECT ${agentJson("a")} FROM agent a) AS agent`,
+    ),
   );
   if (!row.agent) throw new NotFoundError(`agent ${agentId} not found`);
   return row.agent;

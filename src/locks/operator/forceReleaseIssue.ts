@@ -16,7 +16,9 @@ import { validateText } from "../../domain/validate.js";
  * names the run and agent whose hold was ended.
  */
 function forceReleaseStatement(companyId: string, issueId: string, reason: string) {
-  return statement("FORCE_RELEASE_ANY_HOLDER", sql`
+  return statement(
+    "FORCE_RELEASE_ANY_HOLDER",
+    sql`
     WITH ${boardLockedIssueCte(companyId, issueId)},
     changed AS (
       UPDATE issues i
@@ -29,14 +31,11 @@ function forceReleaseStatement(companyId: string, issueId: string, reason: strin
     ${appendEvents("changed")}
     SELECT (SELECT ${issueJson("c")} FROM cur c) AS current,
            (SELECT ${issueJson("c")} FROM changed c) AS issue,
-           (SELECT list FROM events) AS events`);
+           (SELECT list FROM events) AS events`,
+  );
 }
 
-export async function forceReleaseIssue(
-  deps: LockDeps,
-  companyId: string,
-  input: { issueId: string; reason: string },
-): Promise<ForceReleaseResult> {
+export async function forceReleaseIssue(deps: LockDeps, companyId: string, input: { issueId: string; reason: string }): Promise<ForceReleaseResult> {
   const reason = input.reason.trim();
   if (!reason) throw new InvalidInputError("reason must not be empty");
   validateText("reason", reason, MAX_REASON_LENGTH);

@@ -56,11 +56,12 @@ type Verdict = "INVALID" | "EXHAUSTED" | "KEY_WHILE_ACTIVE" | "NO_AGENT" | "UPDA
  * status changes; none for edits of other fields.
  */
 function updateStatement(companyId: string, issueId: string, input: UpdateIssueInput) {
-  const set = (value: unknown, column: string, cast: string) =>
-    value === undefined ? raw(`i.${column}`) : sql`${value}::${raw(cast)}`;
+  const set = (value: unknown, column: string, cast: string) => (value === undefined ? raw(`i.${column}`) : sql`${value}::${raw(cast)}`);
   const status = input.status ?? null;
   const key = input.concurrencyKey === undefined ? null : (input.concurrencyKey ?? "");
-  return statement("UPDATE_IF_TRANSITION_ALLOWED", sql`
+  return statement(
+    "UPDATE_IF_TRANSITION_ALLOWED",
+    sql`
     WITH ${boardLockedIssueCte(companyId, issueId)},
     asked AS (
       SELECT c.id,
@@ -119,15 +120,11 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
     SELECT (SELECT ${issueJson("c")} FROM cur c) AS current,
            (SELECT verdict FROM verdict) AS verdict,
            (SELECT ${issueJson("c")} FROM changed c) AS issue,
-           (SELECT list FROM events) AS events`);
+           (SELECT list FROM events) AS events`,
+  );
 }
 
-export async function updateIssue(
-  deps: LockDeps,
-  companyId: string,
-  issueId: string,
-  input: UpdateIssueInput,
-): Promise<UpdateIssueResult> {
+export async function updateIssue(deps: LockDeps, companyId: string, issueId: string, input: UpdateIssueInput): Promise<UpdateIssueResult> {
   if (input.title !== undefined) validateTitle(input.title);
   if (input.description !== undefined && input.description !== null) validateDescription(input.description);
   if (input.maxAttempts !== undefined) validateMaxAttempts(input.maxAttempts);

@@ -40,10 +40,13 @@ export interface SweepOptions {
  * lock recovered, never both").
  */
 const timeOutExpiredRuns = (batch: number) =>
-  statement("TIME_OUT_EXPIRED_RUNS", timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r
+  statement(
+    "TIME_OUT_EXPIRED_RUNS",
+    timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r
      WHERE ${raw(runLeaseExpired("r"))}
      ORDER BY r.lease_expires_at LIMIT ${batch}::int
-       FOR UPDATE SKIP LOCKED`));
+       FOR UPDATE SKIP LOCKED`),
+  );
 
 /** Both time-out statements: `expired` locks the runs to time out; the update re-checks each on its newest version. */
 const timeOutExpired = (expired: Sql) => sql`
@@ -59,12 +62,16 @@ const timeOutExpired = (expired: Sql) => sql`
  * runs left after TIME_OUT_EXPIRED_RUNS (the ones whose row another
  * transaction held), in id order, for TIME_OUT_BUSY_EXPIRED_RUNS to wait for.
  */
-const busyExpiredRuns = (batch: number) => statement("BUSY_EXPIRED_RUNS", sql`
+const busyExpiredRuns = (batch: number) =>
+  statement(
+    "BUSY_EXPIRED_RUNS",
+    sql`
   SELECT coalesce(array_agg(x.id::text), '{}') AS ids FROM (
     SELECT r.id FROM heartbeat_runs r
      WHERE ${raw(runLeaseExpired("r"))}
      ORDER BY r.id LIMIT ${batch}::int
-  ) x`);
+  ) x`,
+  );
 
 /**
  * Invariant: TIME_OUT_EXPIRED_RUNS's, for one expired run it skipped because
@@ -79,9 +86,12 @@ const busyExpiredRuns = (batch: number) => statement("BUSY_EXPIRED_RUNS", sql`
  * skipping it") and test/locks/sweepPastHeldRows.test.ts.
  */
 const timeOutBusyExpiredRun = (runId: string) =>
-  statement("TIME_OUT_BUSY_EXPIRED_RUNS", timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r
+  statement(
+    "TIME_OUT_BUSY_EXPIRED_RUNS",
+    timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r
      WHERE r.id = ${runId}::uuid AND ${raw(runLeaseExpired("r"))}
-       FOR UPDATE`));
+       FOR UPDATE`),
+  );
 
 /**
  * Invariant: a lock whose run is alive is never
@@ -96,7 +106,10 @@ const timeOutBusyExpiredRun = (runId: string) =>
  * `locked` probes the primary key once per candidate (LATERAL), so a batch
  * never scans the issues table. Replayed by test/locks/sweepPastHeldRows.test.ts.
  */
-const recoverDeadLocks = (batch: number) => statement("RECOVER_LOCKS_OF_DEAD_RUNS", sql`
+const recoverDeadLocks = (batch: number) =>
+  statement(
+    "RECOVER_LOCKS_OF_DEAD_RUNS",
+    sql`
   WITH gate AS (SELECT pg_advisory_xact_lock(${SWEEP_LOCK_KEY}::bigint)),
   locked AS (
     SELECT l.id, c.checkout_run_id AS dead_run, h.agent_id, h.status AS run_status
@@ -120,7 +133,8 @@ const recoverDeadLocks = (batch: number) => statement("RECOVER_LOCKS_OF_DEAD_RUN
                    ELSE 'RUN_FINISHED' END AS ev_reason
   ),
   ${appendEvents("changed")}
-  SELECT (SELECT count(*)::int FROM changed) AS n, (SELECT list FROM events) AS events`);
+  SELECT (SELECT count(*)::int FROM changed) AS n, (SELECT list FROM events) AS events`,
+  );
 
 /**
  * Invariant: an OPEN issue with no attempt left
@@ -128,7 +142,10 @@ const recoverDeadLocks = (batch: number) => statement("RECOVER_LOCKS_OF_DEAD_RUN
  * Rows another transaction holds are passed over (SKIP LOCKED) before the
  * LIMIT counts, and the guard is re-checked on each row's newest version.
  */
-const escalateExhausted = (batch: number) => statement("ESCALATE_EXHAUSTED_OPEN", sql`
+const escalateExhausted = (batch: number) =>
+  statement(
+    "ESCALATE_EXHAUSTED_OPEN",
+    sql`
   WITH gate AS (SELECT pg_advisory_xact_lock(${SWEEP_LOCK_KEY}::bigint)),
   locked AS (
     SELECT i.id FROM gate, issues i
@@ -142,7 +159,8 @@ const escalateExhausted = (batch: number) => statement("ESCALATE_EXHAUSTED_OPEN"
     RETURNING i.*, 'ESCALATED' AS ev_kind, NULL::uuid AS ev_run_id, NULL::uuid AS ev_agent_id, 'ATTEMPTS_EXHAUSTED' AS ev_reason
   ),
   ${appendEvents("changed")}
-  SELECT (SELECT count(*)::int FROM changed) AS n, (SELECT list FROM events) AS events`);
+  SELECT (SELECT count(*)::int FROM changed) AS n, (SELECT list FROM events) AS events`,
+  );
 
 /** A run the sweep would time out. */
 export interface RunToTimeOut {
@@ -180,7 +198,10 @@ export interface SweepPreview extends SweepCounts {
  * the first `limit` runs and issues it would change, with their holders. The
  * issues are those of steps 2 and 3, with the outcome step 2 would give them.
  */
-const preview = (limit: number) => statement("PREVIEW_SWEEP", sql`
+const preview = (limit: number) =>
+  statement(
+    "PREVIEW_SWEEP",
+    sql`
   WITH runs AS (
     SELECT r.id AS "runId", r.company_id AS "companyId", r.agent_id AS "agentId",
            floor(extract(epoch FROM now() - r.lease_expires_at))::int AS "expiredFor"
@@ -208,7 +229,8 @@ const preview = (limit: number) => statement("PREVIEW_SWEEP", sql`
       WHERE i.checkout_run_id IS NOT NULL AND NOT ${raw(runIsLive("h"))}) AS "recoveredIssues",
     (SELECT count(*)::int FROM issues i WHERE ${raw(exhaustedOpen("i"))}) AS "escalatedIssues",
     coalesce((SELECT json_agg(runs) FROM runs), '[]') AS runs,
-    coalesce((SELECT json_agg(x) FROM (SELECT * FROM held UNION ALL SELECT * FROM exhausted) x), '[]') AS issues`);
+    coalesce((SELECT json_agg(x) FROM (SELECT * FROM held UNION ALL SELECT * FROM exhausted) x), '[]') AS issues`,
+  );
 
 /** What a sweep would do now, changing nothing: counts, and the first `limit` runs and issues in detail. */
 export function previewSweep(db: Db, limit = 100): Promise<SweepPreview> {
@@ -230,23 +252,26 @@ async function timeOutBusy(db: Db, batch: number): Promise<number> {
   if (ids.length === 0) return 0;
   const deadline = Date.now() + BUSY_WAIT_MS;
   return retryingAborts(() =>
-    db.$transaction(async (tx) => {
-      let rows = 0;
-      for (const [i, runId] of ids.entries()) {
-        // lock_timeout 0 would wait for ever: a spent budget still waits 1 ms.
-        const waitMs = Math.max(1, Math.floor((deadline - Date.now()) / (ids.length - i)));
-        await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${waitMs}ms'`);
-        await tx.$executeRawUnsafe("SAVEPOINT busy_run");
-        try {
-          rows += (await queryOneInTransaction<{ n: number }>(tx, timeOutBusyExpiredRun(runId))).n;
-          await tx.$executeRawUnsafe("RELEASE SAVEPOINT busy_run");
-        } catch (err) {
-          if (!/55P03|lock timeout/.test(JSON.stringify((err as { meta?: unknown })?.meta ?? {}) + String((err as Error)?.message))) throw err;
-          await tx.$executeRawUnsafe("ROLLBACK TO SAVEPOINT busy_run");
+    db.$transaction(
+      async (tx) => {
+        let rows = 0;
+        for (const [i, runId] of ids.entries()) {
+          // lock_timeout 0 would wait for ever: a spent budget still waits 1 ms.
+          const waitMs = Math.max(1, Math.floor((deadline - Date.now()) / (ids.length - i)));
+          await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${waitMs}ms'`);
+          await tx.$executeRawUnsafe("SAVEPOINT busy_run");
+          try {
+            rows += (await queryOneInTransaction<{ n: number }>(tx, timeOutBusyExpiredRun(runId))).n;
+            await tx.$executeRawUnsafe("RELEASE SAVEPOINT busy_run");
+          } catch (err) {
+            if (!/55P03|lock timeout/.test(JSON.stringify((err as { meta?: unknown })?.meta ?? {}) + String((err as Error)?.message))) throw err;
+            await tx.$executeRawUnsafe("ROLLBACK TO SAVEPOINT busy_run");
+          }
         }
-      }
-      return rows;
-    }, { maxWait: 10_000, timeout: 30_000 }),
+        return rows;
+      },
+      { maxWait: 10_000, timeout: 30_000 },
+    ),
   );
 }
 

@@ -15,9 +15,7 @@ export async function releaseIssue(
 ): Promise<ReleaseIssueResult> {
   const { runId, issueId, outcome } = input;
   const request = { actor, runId, issueId, outcome, reason: releaseReason(outcome, input.reason) };
-  const answer = deps.groups
-    ? await deps.groups.release.submit(actor.companyId, request)
-    : (await releaseForEach(deps, actor.companyId, [request]))[0]!;
+  const answer = deps.groups ? await deps.groups.release.submit(actor.companyId, request) : (await releaseForEach(deps, actor.companyId, [request]))[0]!;
   const refused = refuseRun(answer.run, runId, actor);
   if (refused) return refused;
   if (!answer.current || !answer.verdict) return issueNotFound(issueId);

@@ -36,7 +36,9 @@ export type ReleaseIssuesResult = IssuesReleased | RunNotActive;
  * without an attempt left. A group never names one issue twice.
  */
 function releaseStatement(companyId: string, group: ReleaseRequest[]) {
-  return statement("RELEASE_IF_CHECKOUT_HELD", sql`
+  return statement(
+    "RELEASE_IF_CHECKOUT_HELD",
+    sql`
     WITH req AS (
       SELECT q.run_id, q.agent_id, q.issue_id, q.outcome, q.reason, q.n::int AS n
         FROM unnest(${group.map((g) => g.runId)}::uuid[], ${group.map((g) => g.actor.agentId)}::uuid[],
@@ -69,7 +71,8 @@ function releaseStatement(companyId: string, group: ReleaseRequest[]) {
             ) ORDER BY q.n)
               FROM req q LEFT JOIN verdict v ON v.n = q.n
                          LEFT JOIN cur c ON c.id = q.issue_id LEFT JOIN changed ch ON ch.req_n = q.n) AS answers,
-           (SELECT list FROM events) AS events`);
+           (SELECT list FROM events) AS events`,
+  );
 }
 
 /** Runs RELEASE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */

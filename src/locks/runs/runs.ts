@@ -42,7 +42,9 @@ const lease = (seconds: number) => sql`now() + make_interval(secs => ${seconds}:
 export async function startRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, actor: AgentActor): Promise<Run> {
   const row = await queryOne<{ run: Run | null }>(
     deps.db,
-    statement("START_RUN", sql`
+    statement(
+      "START_RUN",
+      sql`
       WITH agent AS (
         SELECT a.id, a.company_id FROM agents a
          WHERE a.id = ${actor.agentId}::uuid AND a.company_id = ${actor.companyId}::uuid AND a.disabled_at IS NULL
@@ -52,7 +54,8 @@ export async function startRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, acto
         SELECT a.company_id, a.id, 'RUNNING', ${lease(deps.leaseSeconds)} FROM agent a
         RETURNING *
       )
-      SELECT (SELECT ${runJson("s")} FROM started s) AS run`),
+      SELECT (SELECT ${runJson("s")} FROM started s) AS run`,
+    ),
   );
   if (!row.run) throw new AgentDisabledError("this agent is disabled: it may not start runs");
   return row.run;
@@ -68,7 +71,9 @@ export async function startRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, acto
 async function diagnose(db: Db, actor: AgentActor, runId: string, record: boolean): Promise<RunResult> {
   const row = await queryOne<{ run: Run | null }>(
     db,
-    statement("DIAGNOSE_RUN", sql`
+    statement(
+      "DIAGNOSE_RUN",
+      sql`
       WITH timed_out AS (
         UPDATE heartbeat_runs r SET status = 'TIMED_OUT', finished_at = now()
          WHERE ${record}::boolean
@@ -83,7 +88,8 @@ async function diagnose(db: Db, actor: AgentActor, runId: string, record: boolea
         SELECT r.* FROM heartbeat_runs r WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid
            FOR SHARE
       )
-      SELECT coalesce((SELECT ${runJson("t")} FROM timed_out t), (SELECT ${runJson("n")} FROM newest n)) AS run`),
+      SELECT coalesce((SELECT ${runJson("t")} FROM timed_out t), (SELECT ${runJson("n")} FROM newest n)) AS run`,
+    ),
   );
   if (!row.run) return runNotActive(runId, null);
   if (row.run.agentId !== actor.agentId) throw new ForbiddenError(`run ${runId} belongs to another agent`);
@@ -102,14 +108,17 @@ async function diagnose(db: Db, actor: AgentActor, runId: string, record: boolea
 export async function heartbeatRun(deps: Pick<LockDeps, "db" | "leaseSeconds">, actor: AgentActor, runId: string): Promise<RunResult> {
   const row = await queryOne<{ run: Run | null }>(
     deps.db,
-    statement("EXTEND_LEASE_IF_LIVE", sql`
+    statement(
+      "EXTEND_LEASE_IF_LIVE",
+      sql`
       WITH beat AS (
         UPDATE heartbeat_runs r SET last_heartbeat_at = now(), lease_expires_at = ${lease(deps.leaseSeconds)}
          WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
            AND ${raw(runLeaseLive("r"))}
         RETURNING *
       )
-      SELECT (SELECT ${runJson("b")} FROM beat b) AS run`),
+      SELECT (SELECT ${runJson("b")} FROM beat b) AS run`,
+    ),
   );
   if (row.run) return { __typename: "RunUpdated", run: row.run };
   return diagnose(deps.db, actor, runId, true);
@@ -131,22 +140,29 @@ export async function finishRun(deps: LockDeps, actor: AgentActor, runId: string
   if (!FINAL_RUN_STATUSES.includes(status)) {
     throw new InvalidInputError(`status must be one of ${FINAL_RUN_STATUSES.join(", ")}`);
   }
-  const finished = await commitTransaction(deps, () => retryingAborts(() => deps.db.$transaction(async (tx) => {
-    const run = await queryOneInTransaction<{ run: Run | null }>(
-      tx,
-      statement("FINISH_IF_LIVE", sql`
+  const finished = await commitTransaction(deps, () =>
+    retryingAborts(() =>
+      deps.db.$transaction(async (tx) => {
+        const run = await queryOneInTransaction<{ run: Run | null }>(
+          tx,
+          statement(
+            "FINISH_IF_LIVE",
+            sql`
         WITH finished AS (
           UPDATE heartbeat_runs r SET status = ${status}::run_status, finished_at = now()
            WHERE r.id = ${runId}::uuid AND r.company_id = ${actor.companyId}::uuid AND r.agent_id = ${actor.agentId}::uuid
              AND ${raw(runLeaseLive("r"))}
           RETURNING *
         )
-        SELECT (SELECT ${runJson("f")} FROM finished f) AS run`),
-    );
-    if (!run.run) return null;
-    const released = await releaseAllHeldBy(tx, actor.companyId, runId, actor.agentId, "RUN_FINISHED");
-    return { run: run.run, events: released };
-  }, TRANSACTION_LIMITS)));
+        SELECT (SELECT ${runJson("f")} FROM finished f) AS run`,
+          ),
+        );
+        if (!run.run) return null;
+        const released = await releaseAllHeldBy(tx, actor.companyId, runId, actor.agentId, "RUN_FINISHED");
+        return { run: run.run, events: released };
+      }, TRANSACTION_LIMITS),
+    ),
+  );
   if (!finished) return diagnose(deps.db, actor, runId, false);
   return { __typename: "RunUpdated", run: finished.run };
 }
@@ -156,16 +172,12 @@ export async function finishRun(deps: LockDeps, actor: AgentActor, runId: string
  * to OPEN (or ESCALATED when exhausted), both locks cleared; a voluntary end
  * costs no attempt. Used by finishRun, whose run row is already terminal.
  */
-async function releaseAllHeldBy(
-  db: Pick<Db, "$queryRaw">,
-  companyId: string,
-  runId: string,
-  agentId: string,
-  reason: string,
-): Promise<LockEvent[]> {
+async function releaseAllHeldBy(db: Pick<Db, "$queryRaw">, companyId: string, runId: string, agentId: string, reason: string): Promise<LockEvent[]> {
   const row = await queryOneInTransaction<{ events: LockEvent[] }>(
     db,
-    statement("RELEASE_ALL_HELD_BY_RUN", sql`
+    statement(
+      "RELEASE_ALL_HELD_BY_RUN",
+      sql`
       WITH held AS (
         -- locked in id order, like every statement that locks several issues
         SELECT i.id FROM issues i
@@ -181,7 +193,8 @@ async function releaseAllHeldBy(
         RETURNING i.*, 'RELEASED' AS ev_kind, ${runId}::uuid AS ev_run_id, ${agentId}::uuid AS ev_agent_id, ${reason}::text AS ev_reason
       ),
       ${appendEvents("changed")}
-      SELECT (SELECT list FROM events) AS events`),
+      SELECT (SELECT list FROM events) AS events`,
+    ),
   );
   return row.events;
 }

@@ -20,12 +20,16 @@ export interface SchedulerTick {
 }
 
 /** The enabled agents with claimable work of their own (not the pool's), one probe of issues_claimable_idx per agent. */
-const agentsWithWork = (companyId: string) => statement("AGENTS_WITH_CLAIMABLE_WORK", sql`
+const agentsWithWork = (companyId: string) =>
+  statement(
+    "AGENTS_WITH_CLAIMABLE_WORK",
+    sql`
   SELECT a.id AS "agentId", a.name_key AS "agentNameKey" FROM agents a
    WHERE a.company_id = ${companyId}::uuid AND a.disabled_at IS NULL
      AND EXISTS (SELECT 1 FROM issues i
                   WHERE i.company_id = a.company_id AND ${claimableBy("i", raw("a.id"))})
-   ORDER BY a.created_at, a.id`);
+   ORDER BY a.created_at, a.id`,
+  );
 
 export async function tickScheduler(deps: LockDeps, companyId: string): Promise<SchedulerTick> {
   const agents = await queryAll<{ agentId: string; agentNameKey: string }>(deps.db, agentsWithWork(companyId));
@@ -52,11 +56,7 @@ export async function tickScheduler(deps: LockDeps, companyId: string): Promise<
   if (failure) {
     // Nobody will hear of these runs: end them now (releasing anything they
     // claimed, at no attempt's cost) rather than leave it to their leases.
-    await Promise.allSettled(
-      started.map((run) =>
-        finishRun(deps, { companyId, agentId: run.agentId, agentNameKey: "" }, run.id, "CANCELLED"),
-      ),
-    );
+    await Promise.allSettled(started.map((run) => finishRun(deps, { companyId, agentId: run.agentId, agentNameKey: "" }, run.id, "CANCELLED")));
     throw failure.reason;
   }
   const ok = results.flatMap((r) => (r as PromiseFulfilledResult<{ run: Run; claim: IssueClaimed | null } | null>).value ?? []);

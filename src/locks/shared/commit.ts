@@ -22,7 +22,10 @@ export async function commitChange<T extends { events: LockEvent[] }>(deps: Pick
 }
 
 /** The same for a change made in a transaction of several statements (finishRun): `work` returns the events, or null for no change. */
-export async function commitTransaction<T extends { events: LockEvent[] }>(deps: Pick<StatementDeps, "events">, work: () => Promise<T | null>): Promise<T | null> {
+export async function commitTransaction<T extends { events: LockEvent[] }>(
+  deps: Pick<StatementDeps, "events">,
+  work: () => Promise<T | null>,
+): Promise<T | null> {
   const done = await work();
   if (done) deps.events.publish(done.events);
   return done;
@@ -33,10 +36,7 @@ export async function commitTransaction<T extends { events: LockEvent[] }>(deps:
  * answer per request naming its `runId`), commits and publishes its events
  * (commitChange), and returns the answers in request order, each with its run.
  */
-export async function answerEach<A>(
-  deps: StatementDeps,
-  statement: Sql,
-): Promise<(A & { run: RunView | null })[]> {
+export async function answerEach<A>(deps: StatementDeps, statement: Sql): Promise<(A & { run: RunView | null })[]> {
   const row = await commitChange<{ runs: Record<string, RunView> | null; answers: (A & { runId: string })[]; events: LockEvent[] }>(deps, statement);
   return row.answers.map(({ runId, ...answer }) => ({ ...(answer as A), run: row.runs?.[runId] ?? null }));
 }

@@ -15,7 +15,10 @@ export interface AgentActor {
 
 // ---- outcomes: every domain result is one of these, never a thrown string ----
 
-export interface NoIssueAvailable { __typename: "NoIssueAvailable"; message: string }
+export interface NoIssueAvailable {
+  __typename: "NoIssueAvailable";
+  message: string;
+}
 export interface CheckoutConflict {
   __typename: "CheckoutConflict";
   message: string;
@@ -26,21 +29,87 @@ export interface CheckoutConflict {
   executionRunId: string | null;
   holderRunIsLive: boolean;
 }
-export interface ExecutionConflict { __typename: "ExecutionConflict"; message: string; issueId: string; ownerAgentId: string | null; ownerRunId: string | null }
-export interface UnexpectedStatus { __typename: "UnexpectedStatus"; message: string; issueId: string; status: IssueStatus; expectedStatuses: IssueStatus[] }
-export interface AttemptsExhausted { __typename: "AttemptsExhausted"; message: string; issueId: string; attemptCount: number; maxAttempts: number }
-export interface ConcurrencyLimitReached { __typename: "ConcurrencyLimitReached"; message: string; key: string; maxActive: number }
-export interface NotCheckedOut { __typename: "NotCheckedOut"; message: string; issueId: string }
-export interface NotLockOwner { __typename: "NotLockOwner"; message: string; issueId: string; ownerRunId: string | null }
-export interface RunNotActive { __typename: "RunNotActive"; message: string; runId: string; status: RunStatus | null }
-export interface IssueNotFound { __typename: "IssueNotFound"; message: string; issueId: string }
-export interface InvalidTransition { __typename: "InvalidTransition"; message: string; issueId: string; from: IssueStatus; to: IssueStatus }
+export interface ExecutionConflict {
+  __typename: "ExecutionConflict";
+  message: string;
+  issueId: string;
+  ownerAgentId: string | null;
+  ownerRunId: string | null;
+}
+export interface UnexpectedStatus {
+  __typename: "UnexpectedStatus";
+  message: string;
+  issueId: string;
+  status: IssueStatus;
+  expectedStatuses: IssueStatus[];
+}
+export interface AttemptsExhausted {
+  __typename: "AttemptsExhausted";
+  message: string;
+  issueId: string;
+  attemptCount: number;
+  maxAttempts: number;
+}
+export interface ConcurrencyLimitReached {
+  __typename: "ConcurrencyLimitReached";
+  message: string;
+  key: string;
+  maxActive: number;
+}
+export interface NotCheckedOut {
+  __typename: "NotCheckedOut";
+  message: string;
+  issueId: string;
+}
+export interface NotLockOwner {
+  __typename: "NotLockOwner";
+  message: string;
+  issueId: string;
+  ownerRunId: string | null;
+}
+export interface RunNotActive {
+  __typename: "RunNotActive";
+  message: string;
+  runId: string;
+  status: RunStatus | null;
+}
+export interface IssueNotFound {
+  __typename: "IssueNotFound";
+  message: string;
+  issueId: string;
+}
+export interface InvalidTransition {
+  __typename: "InvalidTransition";
+  message: string;
+  issueId: string;
+  from: IssueStatus;
+  to: IssueStatus;
+}
 
-export interface IssueClaimed { __typename: "IssueClaimed"; issue: Issue; run: Run; alreadyHeld: boolean; adopted: boolean }
-export interface ExecutionAcquired { __typename: "ExecutionAcquired"; issue: Issue; alreadyHeld: boolean }
-export interface IssueReleased { __typename: "IssueReleased"; issue: Issue }
-export interface IssueUpdated { __typename: "IssueUpdated"; issue: Issue }
-export interface RunUpdated { __typename: "RunUpdated"; run: Run }
+export interface IssueClaimed {
+  __typename: "IssueClaimed";
+  issue: Issue;
+  run: Run;
+  alreadyHeld: boolean;
+  adopted: boolean;
+}
+export interface ExecutionAcquired {
+  __typename: "ExecutionAcquired";
+  issue: Issue;
+  alreadyHeld: boolean;
+}
+export interface IssueReleased {
+  __typename: "IssueReleased";
+  issue: Issue;
+}
+export interface IssueUpdated {
+  __typename: "IssueUpdated";
+  issue: Issue;
+}
+export interface RunUpdated {
+  __typename: "RunUpdated";
+  run: Run;
+}
 
 export type ClaimIssueResult =
   | IssueClaimed
