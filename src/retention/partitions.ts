@@ -82,30 +82,33 @@ const DETACH_WAIT = "10min";
  * partitions ahead. Runs on its own connection (DETACH ... CONCURRENTLY
  * cannot run in a transaction, and the pass is fenced by a session lock), so
  * `databaseUrl`, not a pool. Several recovery processes may call it; one
- * works, the others return at once. `signal` ends it at once: its connection
- * is closed, and a detach cut short is finished by the next pass.
+ * works, the others return at once. `signal` ends it at once: its statement
+ * is cancelled and its connection closed, and a detach cut short is finished
+ * by the next pass (test/retention/retention.test.ts, "a pass stopped …").
  */
 export async function pruneLedger(databaseUrl: string, retentionDays: number, signal?: AbortSignal): Promise<LedgerPrune> {
   const client = new pg.Client({ connectionString: databaseUrl, application_name: "baton-retention" });
   client.on("error", () => {}); // a lost connection fails the query in flight; nothing else to do
   await client.connect();
-  const stop = () => void client.end().catch(() => {});
+  // A backend whose client went away keeps running its statement (a detach
+  // waiting on readers would finish later, beside the next pass): cancel it first.
+  const stop = () => void cancelBackend(databaseUrl, backendPid(client)).finally(() => client.end().catch(() => {}));
   signal?.addEventListener("abort", stop, { once: true });
   const result: LedgerPrune = { dropped: [], created: [], companies: 0, ran: false, failures: [] };
   const failed = (step: string, err: unknown) => result.failures.push(`${step}: ${(err as Error).message}`);
-  const escape = (name: string) => pg.escapeIdentifier(name);
+  const ident = (name: string) => pg.escapeIdentifier(name);
   /** DETACH ... CONCURRENTLY / FINALIZE, waiting as long as DETACH_WAIT for readers, then the drop. */
   const detachAndDrop = async (name: string, how: "CONCURRENTLY" | "FINALIZE") => {
     await client.query(`SET lock_timeout = '${DETACH_WAIT}'`);
     try {
-      await client.query(`/* DETACH_LEDGER_PARTITION */ ALTER TABLE lock_events DETACH PARTITION ${escape(name)} ${how}`);
+      await client.query(`/* DETACH_LEDGER_PARTITION */ ALTER TABLE lock_events DETACH PARTITION ${ident(name)} ${how}`);
     } finally {
       await client.query("SET lock_timeout = '2s'");
     }
     await dropDetached(name);
   };
   const dropDetached = async (name: string) => {
-    await client.query(`/* DROP_LEDGER_TABLE */ DROP TABLE ${escape(name)}`);
+    await client.query(`/* DROP_LEDGER_TABLE */ DROP TABLE ${ident(name)}`);
     result.dropped.push(name);
   };
   try {
@@ -155,7 +158,7 @@ export async function pruneLedger(databaseUrl: string, retentionDays: number, si
               `/* RECORD_PRUNED_THROUGH */
                INSERT INTO lock_events_pruned AS p (company_id, through_seq)
                SELECT c.id, m.seq FROM companies c
-                 CROSS JOIN LATERAL (SELECT e.seq FROM ${escape(name)} e WHERE e.company_id = c.id ORDER BY e.seq DESC LIMIT 1) m
+                 CROSS JOIN LATERAL (SELECT e.seq FROM ${ident(name)} e WHERE e.company_id = c.id ORDER BY e.seq DESC LIMIT 1) m
                ON CONFLICT (company_id) DO UPDATE SET through_seq = greatest(p.through_seq, excluded.through_seq), pruned_at = now()
                WHERE p.through_seq < excluded.through_seq`,
             );
@@ -179,6 +182,24 @@ export async function pruneLedger(databaseUrl: string, retentionDays: number, si
   } finally {
     signal?.removeEventListener("abort", stop);
     await client.end().catch(() => {});
+  }
+}
+
+/** The backend's pid, which node-postgres keeps from the connection's start but does not type. */
+const backendPid = (client: pg.Client): number | undefined => (client as unknown as { processID?: number | null }).processID ?? undefined;
+
+/** Cancels the statement a backend is running, from a connection of its own; quiet if it cannot. */
+async function cancelBackend(databaseUrl: string, pid: number | undefined): Promise<void> {
+  if (pid === undefined) return;
+  const canceller = new pg.Client({ connectionString: databaseUrl, application_name: "baton-retention-stop" });
+  canceller.on("error", () => {});
+  try {
+    await canceller.connect();
+    await canceller.query("/* CANCEL_RETENTION_PASS */ SELECT pg_cancel_backend($1)", [pid]);
+  } catch {
+    // the database is away: the backend's statement ends with its connection
+  } finally {
+    await canceller.end().catch(() => {});
   }
 }
 

@@ -214,6 +214,11 @@ describe("the ledger", () => {
       }, "the detach to wait for the open reader");
       stop.abort();
       const stopped = await pass;
+      // Nothing of it goes on in the database: its detach was cancelled, not left to finish beside the next pass.
+      await eventually(async () => {
+        const left = await h.sql("SELECT 1 FROM pg_stat_activity WHERE application_name = 'baton-retention'");
+        return left.length === 0 ? true : undefined;
+      }, "the stopped pass's backend to end");
       expect(stopped.dropped).toEqual([leftBehind]);
       expect(stopped.failures).toEqual([]);
       // Its seqs were recorded before the detach began: readers are already refused.
