@@ -48,7 +48,8 @@ describe("serialization retries", () => {
     await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: ISSUES }, (_, n) => ({ title: `slot ${n}`, concurrencyKey: "hot" })) });
     const set = await co.board.raw(SET_LIMIT, { key: "hot", max: 2 });
     expect(set.errors).toBeUndefined();
-    const deps: LockDeps = { db: direct.prisma, events: { publish() {} }, leaseSeconds: 60 }; // no group commit: 64 statements at once
+    // No group commit: 64 statements at once. Leases outlast the test on a loaded machine (no run heartbeats here).
+    const deps: LockDeps = { db: direct.prisma, events: { publish() {} }, leaseSeconds: 600 };
     const agents = await actors(co.id);
     const runs = await Promise.all(agents.map((a) => startRun(deps, a)));
     const errors: string[] = [];
