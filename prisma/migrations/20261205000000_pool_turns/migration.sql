@@ -6,7 +6,7 @@
 -- agents has no turn to take: it was listed, never served, and so kept its
 -- "never served" place at the head of the order, and enough such keys hid a
 -- key with pool work behind them from every pool claim
--- (src/locks/claim/claimOrder.ts, docs/lifecycle.md "Claim order").
+-- (src/locks/claimOrder.ts, docs/lifecycle.md "Claim order").
 --
 -- The trigger is the same as 20261201000000_concurrency_keys's but for the
 -- claimable set it follows (unassigned only) and for an assignee change now
