@@ -120,7 +120,9 @@ export class Metrics {
       const read = () => fleet().catch(() => null);
       new Gauge({
         name: "baton_oldest_claimable_issue_seconds",
-        help: "Per company with claimable work: seconds since its oldest claimable issue (OPEN, an attempt left) was created. Work waiting that long is not being taken.",
+        help:
+          "Per company with claimable work: seconds since its oldest claimable issue (OPEN, an attempt left) was created. " +
+          "Work waiting that long is not being taken.",
         labelNames: ["company"] as const,
         registers: [this.registry],
         async collect() {
@@ -139,15 +141,18 @@ export class Metrics {
         ["baton_ledger_oldest_event_seconds", "Age of the oldest event still in the ledger (0 when empty).", (f) => f.oldestEventSeconds],
         [
           "baton_ledger_partitions_ahead_days",
-          "Days from now until the first instant no ledger partition holds (normally 7 to 8), counting only partitions that follow one another without a gap: a partition beyond a missing day does not count. Appends, and so claims, fail when it reaches 0: alert below 2.",
+          "Days from now until the first instant no ledger partition holds (normally 7 to 8), counting only partitions that follow one another " +
+            "without a gap: a partition beyond a missing day does not count. Appends, and so claims, fail when it reaches 0: alert below 2.",
           (f) => f.ledgerDaysAhead,
         ],
       ];
       new Histogram({
         name: "baton_time_in_status_seconds",
         help:
-          "How long issues stayed in a status, by the status they left (e.g. OPEN: waiting to be claimed; IN_PROGRESS: executing), from the lock-event ledger, on the database clock. " +
-          "Every API instance counts every change of the fleet since it started: aggregate across instances with max or avg, not sum (quantiles are the same either way).",
+          "How long issues stayed in a status, by the status they left (e.g. OPEN: waiting to be claimed; IN_PROGRESS: executing), " +
+          "from the lock-event ledger, on the database clock. " +
+          "Every API instance counts every change of the fleet since it started: " +
+          "aggregate across instances with max or avg, not sum (quantiles are the same either way).",
         labelNames: ["status"] as const,
         buckets: TIME_IN_STATUS_BUCKETS,
         registers: [this.registry],
@@ -158,7 +163,9 @@ export class Metrics {
       });
       new Gauge({
         name: "baton_time_in_status_lag_seconds",
-        help: "How late baton_time_in_status_seconds is: as of its last read, the age of the last event read of the company furthest behind, when a read stopped at its bound (10,000 events); 0 when it has read every company to the end.",
+        help:
+          "How late baton_time_in_status_seconds is: as of its last read, the age of the last event read of the company furthest behind, " +
+          "when a read stopped at its bound (10,000 events); 0 when it has read every company to the end.",
         registers: [this.registry],
         async collect() {
           const snapshot = await read();
@@ -181,7 +188,9 @@ export class Metrics {
     if (ledger) {
       new Gauge({
         name: "baton_ledger_held_back_seconds",
-        help: "How long the oldest committed lock event of a company with subscribers here has waited to become final (an older transaction is still open); 0 when none.",
+        help:
+          "How long the oldest committed lock event of a company with subscribers here has waited to become final " +
+          "(an older transaction is still open); 0 when none.",
         registers: [this.registry],
         collect() {
           this.set(ledger.heldBackMs() / 1000);
@@ -189,7 +198,9 @@ export class Metrics {
       });
       new Gauge({
         name: "baton_oldest_open_transaction_seconds",
-        help: "Age of the oldest open transaction in Baton's database that holds a transaction id: lock events committed after it began wait for it to end (needs pg_read_all_stats to see other roles' sessions).",
+        help:
+          "Age of the oldest open transaction in Baton's database that holds a transaction id: lock events committed after it began " +
+          "wait for it to end (needs pg_read_all_stats to see other roles' sessions).",
         registers: [this.registry],
         async collect() {
           this.set(await ledger.oldestTransactionSeconds().catch(() => 0));

@@ -51,7 +51,8 @@ async function main() {
   log("info", "baton is listening", { url });
   // The one thing a person starting the server needs to see, on stdout.
   process.stdout.write(
-    `\nBaton API      ${url}\nGraphiQL       ${url} (open in a browser)\nBoard          ${new URL("/board", url).href} (sign in with a board key, or the admin token)\n`,
+    `\nBaton API      ${url}\nGraphiQL       ${url} (open in a browser)\n` +
+      `Board          ${new URL("/board", url).href} (sign in with a board key, or the admin token)\n`,
   );
   if (!config.adminToken) process.stdout.write(`Admin token    ${adminToken}\n               (generated for this run; set BATON_ADMIN_TOKEN to keep one)\n`);
   process.stdout.write("\n");

@@ -114,7 +114,10 @@ export interface SweepCounts {
   recoveredIssues: number;
   escalatedIssues: number;
 }
-/** disableAgent's and enableAgent's answer (the GraphQL Agent): whether it is disabled now, and the reason disableAgent was given (trimmed; null once enabled). */
+/**
+ * disableAgent's and enableAgent's answer (the GraphQL Agent): whether it is
+ * disabled now, and the reason disableAgent was given (trimmed; null once enabled).
+ */
 export interface AgentAnswer {
   __typename: "Agent";
   agentId: string;

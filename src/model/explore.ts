@@ -50,7 +50,8 @@ export function canonicalKey(s: State): string {
   const name = (runId: string | null) => (runId === null ? "-" : String(sigs.findIndex((x) => x.id === runId)));
   let key = "";
   for (const i of s.issues) {
-    key += `${i.status}.${name(i.checkoutRunId)}.${name(i.executionRunId)}.${i.attemptCount}.${i.maxAttempts}.${i.assigneeAgentId ?? "-"}.${i.concurrencyKey ?? "-"}|`;
+    key += `${i.status}.${name(i.checkoutRunId)}.${name(i.executionRunId)}.${i.attemptCount}.${i.maxAttempts}.`;
+    key += `${i.assigneeAgentId ?? "-"}.${i.concurrencyKey ?? "-"}|`;
   }
   for (const x of sigs) key += `${x.sig}|`;
   if (s.disabled.length > 0) key += `disabled:${s.disabled.join(",")}`;

@@ -470,7 +470,9 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
       }),
   },
   {
-    name: "disableAgent cancels every RUNNING run of the agent and recovers every lock its runs hold, one AGENT_DISABLED event each; enableAgent changes only the flag",
+    name:
+      "disableAgent cancels every RUNNING run of the agent and recovers every lock its runs hold, one AGENT_DISABLED event each; " +
+      "enableAgent changes only the flag",
     doc: "docs/invariants.md #17; docs/access.md, Rotating and revoking keys; docs/lifecycle.md, the disableAgent row",
     onRefusals: true,
     check: (before, c, step) => {
@@ -514,7 +516,10 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
         const attempts = b.attemptCount + (b.status === "CLAIMED" ? 1 : 0);
         const status: IssueStatus = attempts >= b.maxAttempts ? "ESCALATED" : "OPEN";
         if (a.status !== status || a.attemptCount !== attempts || a.checkoutRunId !== null || a.executionRunId !== null || a.lockEpoch !== b.lockEpoch) {
-          return `disableAgent(${c.agentId}) left ${b.id} ${a.status} with attempts ${a.attemptCount}, locks ${a.checkoutRunId}/${a.executionRunId}; recovery gives ${status} with attempts ${attempts}`;
+          return (
+            `disableAgent(${c.agentId}) left ${b.id} ${a.status} with attempts ${a.attemptCount}, locks ${a.checkoutRunId}/${a.executionRunId}; ` +
+            `recovery gives ${status} with attempts ${attempts}`
+          );
         }
         const e = events[0];
         const kind: LockEventKind = status === "ESCALATED" ? "ESCALATED" : "RECOVERED";
@@ -525,7 +530,8 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
           e!.agentId === c.agentId &&
           e!.status === status
           ? null
-          : `disableAgent(${c.agentId}) wrote [${events.map((x) => `${x.kind} ${x.reason} ${x.runId}/${x.agentId}`).join("; ")}] for ${b.id}, not one ${kind} AGENT_DISABLED naming ${b.checkoutRunId}/${c.agentId}`;
+          : `disableAgent(${c.agentId}) wrote [${events.map((x) => `${x.kind} ${x.reason} ${x.runId}/${x.agentId}`).join("; ")}] for ${b.id}, ` +
+              `not one ${kind} AGENT_DISABLED naming ${b.checkoutRunId}/${c.agentId}`;
       });
     },
   },

@@ -217,7 +217,7 @@ describe("the ledger", () => {
       // Nothing of it goes on in the database: its detach was cancelled, not left to finish beside the next pass.
       await eventually(async () => {
         const left = await h.sql("SELECT 1 FROM pg_stat_activity WHERE application_name = 'baton-retention'");
-        return left.length === 0 ? true : undefined;
+        return left.length === 0;
       }, "the stopped pass's backend to end");
       expect(stopped.dropped).toEqual([leftBehind]);
       expect(stopped.failures).toEqual([]);

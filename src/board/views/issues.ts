@@ -23,7 +23,10 @@ const COLUMNS: { key: SortKey; label: string }[] = [
   { key: "created", label: "Created" },
 ];
 
-/** Where the cells with more than text are: the title's button, the key's span (cut to a width, whole in its tooltip), the status's and the heartbeat's classes. */
+/**
+ * Where the cells with more than text are: the title's button, the key's span
+ * (cut to a width, whole in its tooltip), the status's and the heartbeat's classes.
+ */
 const STATUS_CELL = COLUMNS.findIndex((c) => c.key === "status");
 const TITLE_CELL = COLUMNS.findIndex((c) => c.key === "title");
 const BEAT_CELL = COLUMNS.findIndex((c) => c.key === "heartbeat");

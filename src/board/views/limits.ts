@@ -34,7 +34,8 @@ export class LimitsView {
       if (!Number.isInteger(max) || max < 1 || max > MAX_LIMIT) return this.say(`Max active must be a whole number from 1 to ${MAX_LIMIT}.`);
       const now = this.limits.find((l) => l.key === key);
       const question = now
-        ? `Change the limit on key “${key}” from ${now.maxActive} to ${max} active issues?${max < now.active ? `\n\n${now.active} are active now: none is taken away, but no more are claimed until fewer than ${max} are.` : ""}`
+        ? `Change the limit on key “${key}” from ${now.maxActive} to ${max} active issues?` +
+          (max < now.active ? `\n\n${now.active} are active now: none is taken away, but no more are claimed until fewer than ${max} are.` : "")
         : `Limit key “${key}” to ${max} active issues at once?`;
       void this.set(question, key, max);
     });
