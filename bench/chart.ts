@@ -20,6 +20,7 @@ export function renderChart(chart: NonNullable<ScenarioResult["chart"]>): string
   const ticksY = Array.from({ length: 5 }, (_, i) => (maxY / 5) * (i + 1));
   const parts = [
     `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
+    `<title>${chart.title}</title>`,
     `<rect width="${W}" height="${H}" fill="white"/>`,
     `<text x="${W / 2}" y="22" text-anchor="middle" font-size="15">${chart.title}</text>`,
     `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" stroke="#333"/>`,
@@ -40,5 +41,5 @@ export function renderChart(chart: NonNullable<ScenarioResult["chart"]>): string
     }),
     `</svg>`,
   ];
-  return parts.join("\n") + "\n";
+  return `${parts.join("\n")}\n`;
 }

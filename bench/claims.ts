@@ -149,7 +149,7 @@ async function viaPgbench(
     .replace("$2", `'${f.companyId}'`)
     .replace("$3", "(SELECT agent_id FROM bench_clients WHERE n = :client_id)");
   mkdirSync("bench/results/tmp", { recursive: true });
-  writeFileSync("bench/results/tmp/claim.sql", text.replace(/\s+/g, " ") + ";\n");
+  writeFileSync("bench/results/tmp/claim.sql", `${text.replace(/\s+/g, " ")};\n`);
   const child = spawn(
     "pgbench",
     ["-n", "-M", "prepared", "-c", String(agents), "-j", "2", "-T", String(seconds), "-f", "bench/results/tmp/claim.sql", f.databaseUrl],

@@ -68,7 +68,7 @@ if (values.only && existsSync(`${prefix}.json`)) {
     ...merged.filter((r) => !previous.results.some((p) => p.name === r.name)),
   ];
 }
-writeFileSync(`${prefix}.json`, JSON.stringify({ at: stamp, quick: options.quick, results: merged, failures }, null, 2) + "\n");
+writeFileSync(`${prefix}.json`, `${JSON.stringify({ at: stamp, quick: options.quick, results: merged, failures }, null, 2)}\n`);
 writeFileSync(
   `${prefix}.md`,
   `# Baton benchmarks\n\n${header}\n${merged.map((r) => table(r) + (r.at && r.at !== stamp ? `\n(measured ${r.at})\n` : "")).join("\n")}`,

@@ -3,7 +3,7 @@ export type Logger = (level: "info" | "warn" | "error", msg: string, fields?: Re
 
 export const log: Logger = (level, msg, fields) => {
   const line = JSON.stringify({ t: new Date().toISOString(), level, msg, ...fields });
-  process.stderr.write(line + "\n");
+  process.stderr.write(`${line}\n`);
 };
 
 export const silentLogger: Logger = () => {};

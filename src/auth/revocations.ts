@@ -58,7 +58,10 @@ export class KeyRevocations {
     this.bus
       .watchRevokedKeys((ids) => void this.heard(ids))
       .then(
-        (unwatch) => (stopped ? unwatch() : void (stop = unwatch)),
+        (unwatch) => {
+          if (stopped) unwatch();
+          else stop = unwatch;
+        },
         (err: unknown) => this.log("warn", "not listening for key revocations on pub/sub; the revocation poll still finds them", errorFields(err)),
       );
     return () => {
@@ -86,7 +89,10 @@ export class KeyRevocations {
       return () => {};
     }
     let set = this.watchers.get(keyId);
-    if (!set) this.watchers.set(keyId, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.watchers.set(keyId, set);
+    }
     set.add(onRevoked);
     return () => {
       set.delete(onRevoked);

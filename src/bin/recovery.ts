@@ -67,7 +67,7 @@ function printPreview(p: SweepPreview, limit: number): void {
   for (const i of exhausted) lines.push(`  issue ${i.issueId}  company ${i.companyId}  attempts ${i.attemptCount} of ${i.maxAttempts}  → ESCALATED`);
   lines.push(...more(exhausted.length, p.escalatedIssues));
   if (p.runs.length === limit || freed.length === limit || exhausted.length === limit) lines.push("", `(at most ${limit} of each are listed)`);
-  process.stdout.write(lines.join("\n") + "\n");
+  process.stdout.write(`${lines.join("\n")}\n`);
 }
 
 function options() {

@@ -61,7 +61,7 @@ export function keepFocus(container: Element, redraw: () => void): void {
   const active = document.activeElement;
   const key = active && container.contains(active) ? active.getAttribute("data-focus") : null;
   redraw();
-  if (key === null || (active && active.isConnected)) return;
+  if (key === null || active?.isConnected) return;
   const again = container.querySelector<HTMLElement>(`[data-focus="${CSS.escape(key)}"]`);
   again?.focus({ preventScroll: true });
 }

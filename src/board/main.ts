@@ -59,15 +59,21 @@ function saved(): Session | null {
 function coalesced(read: () => Promise<void>): () => Promise<void> {
   let running: Promise<void> | null = null;
   let again: Promise<void> | null = null;
-  const start = (): Promise<void> => (running = read().finally(() => (running = null)));
+  const start = (): Promise<void> => {
+    running = read().finally(() => {
+      running = null;
+    });
+    return running;
+  };
   return () => {
     if (!running) return start();
-    return (again ??= running
+    again ??= running
       .catch(() => {})
       .then(() => {
         again = null;
         return start();
-      }));
+      });
+    return again;
   };
 }
 

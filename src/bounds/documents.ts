@@ -81,7 +81,7 @@ export function documentLimits(limits: Limits, onRefused: (limit: string) => voi
         if (cached) return setParsedDocument(cached);
       }
       setParseFn(() => {
-        let document;
+        let document: DocumentNode;
         try {
           document = parseWithin(source, principal, limits);
         } catch (err) {

@@ -54,17 +54,18 @@ export class Pruned extends Error {
 
 /** parseArgs for a command, with --json and --help everywhere; refuses a missing token for commands that need one. */
 export function parse<O extends ParseArgsConfig["options"]>(ctx: Context, words: string[], usage: string, options: O, positionals = 0) {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: words,
-      options: { ...options, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
-      allowPositionals: positionals > 0,
-      strict: true,
-    });
-  } catch (err) {
-    throw new Usage((err as Error).message);
-  }
+  const parsed = (() => {
+    try {
+      return parseArgs({
+        args: words,
+        options: { ...options, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+        allowPositionals: positionals > 0,
+        strict: true,
+      });
+    } catch (err) {
+      throw new Usage((err as Error).message);
+    }
+  })();
   const values = parsed.values as Record<string, unknown>;
   if (values.help) {
     ctx.out(`Usage: baton ${usage}`);

@@ -46,7 +46,7 @@ function split(argv: string[]): { global: string[]; command: string | undefined;
 
 async function main(argv: string[]): Promise<number> {
   const { global, command, rest } = split(argv);
-  let flags;
+  let flags: { url?: string; token?: string; json?: boolean; help?: boolean };
   try {
     flags = parseArgs({
       args: global,

@@ -4,6 +4,7 @@
 // died (watchdog.ts).
 import { spawn } from "node:child_process";
 import { accessSync, closeSync, constants, openSync, readSync, statSync } from "node:fs";
+import type { Stats } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -14,7 +15,7 @@ export class CannotRun extends Error {
 
 /** Why `file` cannot be executed, or null if it can: what execve would refuse, found without running it. */
 function refusal(file: string): string | null {
-  let stat;
+  let stat: Stats;
   try {
     stat = statSync(file);
   } catch (err) {

@@ -270,7 +270,10 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
           { runId: current.id, limit: free, includeUnassigned },
           { traceContext: batch.context },
         );
-        if (claimIssues.__typename === "RunNotActive") return (loseRun(claimIssues.message), 0);
+        if (claimIssues.__typename === "RunNotActive") {
+          loseRun(claimIssues.message);
+          return 0;
+        }
         if (claimIssues.__typename !== "IssuesClaimed" || refusedWith) return 0; // refused meanwhile: nothing more starts
         for (const issue of claimIssues.issues) launch(issue, current.id, TraceLife.start("baton issue", batch.context));
         return claimIssues.issues.length;
@@ -284,7 +287,10 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     let launched = false;
     try {
       const { claimIssue } = await baton.request(WorkClaimDocument, { runId: current.id, includeUnassigned }, { traceContext });
-      if (claimIssue.__typename === "RunNotActive") return (loseRun(claimIssue.message), 0);
+      if (claimIssue.__typename === "RunNotActive") {
+        loseRun(claimIssue.message);
+        return 0;
+      }
       if (claimIssue.__typename !== "IssueClaimed") return 0;
       const { acquireExecution } = await baton.request(WorkAcquireDocument, { runId: current.id, issueId: claimIssue.issue.id }, { traceContext });
       if (acquireExecution.__typename !== "ExecutionAcquired") {

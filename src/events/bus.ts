@@ -98,7 +98,10 @@ class Listeners<T> {
   add(companyId: string, listener: (value: T) => void): boolean {
     let set = this.byCompany.get(companyId);
     const first = set === undefined;
-    if (!set) this.byCompany.set(companyId, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.byCompany.set(companyId, set);
+    }
     set.add(listener);
     return first;
   }
@@ -204,7 +207,11 @@ export function createRedisBus(redisUrl: string, log: Logger): EventBus {
         for (const l of reconnectListeners) l();
       };
       if (names.length === 0) refill();
-      else subscriber.subscribe(...names).then(refill, (err: unknown) => (onError("subscribe")(err as Error), refill()));
+      else
+        subscriber.subscribe(...names).then(refill, (err: unknown) => {
+          onError("subscribe")(err as Error);
+          refill();
+        });
     }
     wasReady = true;
   });

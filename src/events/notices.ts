@@ -38,7 +38,10 @@ export async function issueNotices(
       notify();
     })
     .then(
-      (stop) => (closed ? stop() : void (unwatch = stop)),
+      (stop) => {
+        if (closed) stop();
+        else unwatch = stop;
+      },
       () => {
         lost = "the pub/sub connection failed";
         notify();

@@ -53,7 +53,10 @@ export class LedgerWatcher {
 
   watch(companyId: string, nudge: Nudge): () => void {
     let set = this.byCompany.get(companyId);
-    if (!set) this.byCompany.set(companyId, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.byCompany.set(companyId, set);
+    }
     set.add(nudge);
     if (!this.timer) {
       this.timer = setInterval(() => void this.poll(), this.intervalMs);

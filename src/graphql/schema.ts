@@ -17,5 +17,5 @@ export const schema = builder.toSchema();
 
 /** The SDL committed as schema.graphql (a test fails when they differ). */
 export function printedSchema(): string {
-  return printSchema(lexicographicSortSchema(schema)) + "\n";
+  return `${printSchema(lexicographicSortSchema(schema))}\n`;
 }

@@ -8,7 +8,7 @@
 // anonymousConnectionsPerAddress.
 import type { Server } from "node:http";
 import { GraphQLError, getOperationAST } from "graphql";
-import type { ExecutionArgs } from "graphql";
+import type { DocumentNode, ExecutionArgs } from "graphql";
 import type { YogaServerInstance } from "graphql-yoga";
 import { useServer } from "graphql-ws/use/ws";
 import { WebSocketServer } from "ws";
@@ -170,7 +170,7 @@ export function serveWebSockets(server: Server, deps: WebSocketDeps): { close():
         // ("Can only perform a mutation operation from a POST request"). `as never`: the type
         // (YogaInitialContext) requires the field.
         const enveloped = deps.yoga.getEnveloped({ principal, request: undefined as never, params });
-        let document;
+        let document: DocumentNode;
         try {
           document = enveloped.parse(params.query);
         } catch (err) {

@@ -36,7 +36,9 @@ export function claimCandidates(state: State, agentId: string, includeUnassigned
     const key = issue.concurrencyKey ?? UNKEYED;
     perKey.set(key, [...(perKey.get(key) ?? []), issue]);
   }
-  for (const issues of perKey.values()) issues.sort(inKeyOrder).forEach((issue, n) => round.set(issue.id, n + 1));
+  for (const issues of perKey.values()) {
+    for (const [n, issue] of issues.sort(inKeyOrder).entries()) round.set(issue.id, n + 1);
+  }
   const place = (i: Issue) => (i.assigneeAgentId === null ? [1, round.get(i.id)!, turn.get(i.concurrencyKey ?? UNKEYED) ?? 0] : [0, 0, 0]);
   return [...own, ...pool].sort((a, b) => {
     const [pa, ja, ta] = place(a);

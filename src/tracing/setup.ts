@@ -12,7 +12,7 @@
 // minute, never a stack.
 import { DiagLogLevel, context, diag, trace } from "@opentelemetry/api";
 import type { DiagLogger } from "@opentelemetry/api";
-import type { SpanExporter } from "@opentelemetry/sdk-trace-base";
+import type { SpanExporter, SpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { ConfigError } from "../config.js";
 import type { Logger } from "../log.js";
 import { useTracer } from "./spans.js";
@@ -123,7 +123,7 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
     problemLogger(options.log, () => starting),
     { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
   );
-  let processor;
+  let processor: SpanProcessor;
   if (options.exporter) processor = new sdk.SimpleSpanProcessor(options.exporter);
   else if (kind === "console") processor = new sdk.BatchSpanProcessor(new sdk.ConsoleSpanExporter());
   else {

@@ -4,7 +4,7 @@
 // changed nothing, by a fingerprint of every table.
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Client, createCompany, Ops, startHarness } from "../helpers/harness.js";
+import { type Client, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, GraphQLResponse, Harness } from "../helpers/harness.js";
 
 let h: Harness;

@@ -7,7 +7,7 @@ import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { connectDb } from "../../src/db/client.js";
 import type { DbHandle } from "../../src/db/client.js";
-import { KeyRevocations, RevocationPoll } from "../../src/auth/revocations.js";
+import { type KeyRevocations, RevocationPoll } from "../../src/auth/revocations.js";
 import { ADMIN_DATABASE_URL, createTestDatabase } from "../helpers/db.js";
 import type { TestDatabase } from "../helpers/db.js";
 

@@ -28,7 +28,15 @@ beforeAll(async () => {
 // running into the next one (a stray sweeper would recover its dead locks).
 async function killAll() {
   const running = children.splice(0).filter((c) => c.exitCode === null && c.signalCode === null);
-  await Promise.all(running.map((c) => new Promise((resolve) => (c.once("exit", resolve), c.kill("SIGKILL")))));
+  await Promise.all(
+    running.map(
+      (c) =>
+        new Promise((resolve) => {
+          c.once("exit", resolve);
+          c.kill("SIGKILL");
+        }),
+    ),
+  );
 }
 afterEach(killAll);
 afterAll(async () => {
@@ -106,7 +114,12 @@ describe("recovery, with real processes", () => {
     const { lockAudit } = await co.board.ok(Ops.LockAuditDocument, { companyId: co.id });
     expect(lockAudit).toMatchObject({ doubleClaims: 0, locksHeldByDeadRuns: 0, halfReleasedLocks: 0, unescalatedExhausted: 0 });
     expect(await checkHistory(h.database.url, co.id)).toEqual([]);
-    const stopped = await Promise.all(loops.map((l) => (l.child.kill("SIGTERM"), l.exited)));
+    const stopped = await Promise.all(
+      loops.map((l) => {
+        l.child.kill("SIGTERM");
+        return l.exited;
+      }),
+    );
     expect(stopped).toEqual([0, 0, 0]);
     for (const l of loops) expect(parsed(l).some((e) => e.msg === "recovery stopping after the current statement")).toBe(true);
   });

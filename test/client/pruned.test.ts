@@ -114,7 +114,10 @@ it("a live lockChanges() whose place is then pruned ends with EventsPrunedError 
   );
   let claimed = 0;
   await eventually(async () => {
-    if (seen.length === 0 && claimed < 40) await claim(1), claimed++;
+    if (seen.length === 0 && claimed < 40) {
+      await claim(1);
+      claimed++;
+    }
     return seen.length > 0 ? true : undefined;
   }, "a first event");
   await h.settled(co.id);

@@ -110,7 +110,9 @@ async function unavailableRelay(apiUrl: string, pass: number) {
     );
     const pending: WebSocket.RawData[] = [];
     let passed = 0;
-    upstream.on("open", () => pending.splice(0).forEach((m) => upstream.send(m.toString())));
+    upstream.on("open", () => {
+      for (const m of pending.splice(0)) upstream.send(m.toString());
+    });
     client.on("message", (m) => (upstream.readyState === WebSocket.OPEN ? upstream.send(m.toString()) : pending.push(m)));
     upstream.on("message", (m) => {
       const message = JSON.parse(m.toString()) as { id?: string; type: string };

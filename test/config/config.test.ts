@@ -76,7 +76,7 @@ it.each([
   [{ BATON_ADMIN_TOKEN: "change-me-baton-admin-token" }, /BATON_ADMIN_TOKEN looks like a placeholder/],
   [{ BATON_ADMIN_TOKEN: "aaaaaaaaaaaaaaaaaaaa" }, /BATON_ADMIN_TOKEN looks like a placeholder/],
   [{ BATON_ADMIN_TOKEN: "baton_admin_...xxxxxxxxxxx" }, /BATON_ADMIN_TOKEN looks like a placeholder/], // the README's shape, filled in
-  [{ BATON_ADMIN_TOKEN: "baton_admin_…" + "0".repeat(12) }, /BATON_ADMIN_TOKEN looks like a placeholder/],
+  [{ BATON_ADMIN_TOKEN: `baton_admin_…${"0".repeat(12)}` }, /BATON_ADMIN_TOKEN looks like a placeholder/],
   [{ BATON_ADMIN_TOKEN: "<your-admin-token-here>" }, /BATON_ADMIN_TOKEN looks like a placeholder/],
   [{ BATON_MAX_BODY_BYTES: "10" }, /BATON_MAX_BODY_BYTES must be between 1024/],
   [{ BATON_MAX_SUBSCRIPTIONS_PER_SOCKET: "many" }, /BATON_MAX_SUBSCRIPTIONS_PER_SOCKET must be a whole number/],

@@ -130,11 +130,19 @@ const normIssue = (i: AnyIssue, name: (id: string | null) => string | null): Nor
 const byId = <T extends { id: string }>(xs: T[]): T[] => [...xs].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
 /**
+ * An answer's fields as normAnswer reads them: the model's answers and the
+ * GraphQL ones share no declared type, and each case reads what its
+ * __typename has.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: model and GraphQL answers have no common type; normAnswer reads each by its __typename
+type AnswerFields = Record<string, any>;
+
+/**
  * An answer, model or real, in the comparable shape: __typename and the fields
  * that say what happened (no messages, no timestamps), ids by model name.
  * `name` maps an id to its model name (identity on the model side).
  */
-export function normAnswer(a: Record<string, any>, name: (id: string | null) => string | null): NormAnswer {
+export function normAnswer(a: AnswerFields, name: (id: string | null) => string | null): NormAnswer {
   const issue = (i: AnyIssue) => normIssue(i, name);
   const run = (r: { id: string; agentId: string; status: string }) => ({ id: name(r.id), agent: name(r.agentId), status: r.status });
   switch (a.__typename as string) {
@@ -180,7 +188,7 @@ export function normAnswer(a: Record<string, any>, name: (id: string | null) => 
       return {
         t: a.__typename,
         issues: byId(a.issues.map(issue)),
-        refused: a.refused.map((r: Record<string, any>) => normAnswer(r, name)),
+        refused: a.refused.map((r: AnswerFields) => normAnswer(r, name)),
       };
     case "RunUpdated":
     case "HeartbeatRun":
@@ -198,7 +206,7 @@ export function normAnswer(a: Record<string, any>, name: (id: string | null) => 
         t: a.__typename,
         runs: a.runs.map(run).sort((x: { agent: string }, y: { agent: string }) => (x.agent < y.agent ? -1 : 1)),
         claims: a.claims
-          .map((c: Record<string, any>) => normAnswer({ ...c, __typename: "IssueClaimed" }, name))
+          .map((c: AnswerFields) => normAnswer({ ...c, __typename: "IssueClaimed" }, name))
           .sort((x: { run: string }, y: { run: string }) => (x.run < y.run ? -1 : 1)),
       };
     case "SweepCounts":
@@ -217,7 +225,10 @@ const ident = (id: string | null) => id;
 /** The model's state and its events so far, in the comparable shape. */
 export function normModelState(s: State, events: readonly Event[]): NormState {
   const perIssue: Record<string, NormEvent[]> = {};
-  for (const e of events) (perIssue[e.issueId] ??= []).push({ kind: e.kind, status: e.status, reason: e.reason, run: e.runId, agent: e.agentId });
+  for (const e of events) {
+    perIssue[e.issueId] ??= [];
+    perIssue[e.issueId]!.push({ kind: e.kind, status: e.status, reason: e.reason, run: e.runId, agent: e.agentId });
+  }
   return {
     issues: s.issues.map((i: ModelIssue) => normIssue(i, ident)),
     runs: s.runs.map((r) => ({ id: r.id, agent: r.agentId, status: r.status })),
@@ -228,7 +239,7 @@ export function normModelState(s: State, events: readonly Event[]): NormState {
 }
 
 /** What the real verbs answered, before normalisation. */
-export type RealAnswer = Record<string, any> & { __typename: string };
+export type RealAnswer = AnswerFields & { __typename: string };
 
 export interface Instance {
   handle: DbHandle;
@@ -291,7 +302,7 @@ export class RealWorld {
         maxAttempts: i.maxAttempts ?? 3,
       })),
     );
-    created.forEach((issue, n) => names.bind(input.issues[n]!.id, issue.id));
+    for (const [n, issue] of created.entries()) names.bind(input.issues[n]!.id, issue.id);
     for (const [key, max] of Object.entries(input.limits ?? {})) await setConcurrencyLimit(db, company.id, key, max);
     return new Sequence(this, company.id, names, actors);
   }
@@ -407,7 +418,9 @@ export class Sequence {
     const name = (id: string | null) => names.model(id);
     const events: Record<string, NormEvent[]> = {};
     for (const e of row.events) {
-      (events[name(e.issueId!)!] ??= []).push({
+      const issue = name(e.issueId!)!;
+      events[issue] ??= [];
+      events[issue].push({
         kind: e.kind!,
         status: e.status!,
         reason: e.reason ?? null,

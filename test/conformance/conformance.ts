@@ -193,18 +193,16 @@ export function abstractArb(alone: boolean): fc.Arbitrary<Abstract> {
     { weight: 4, arbitrary: fc.record({ agent: agentArb, run: runArb, issue: issueArb }).map((r): Abstract => ({ verb: "acquireExecution", ...r })) },
     {
       weight: 4,
-      arbitrary: fc
-        .record({ agent: agentArb, run: runArb, issue: issueArb, outcome: outcomeArb, reason: fc.constantFrom(undefined, "tests red") })
-        .map(
-          (r): Abstract => ({
-            verb: "releaseIssue",
-            agent: r.agent,
-            run: r.run,
-            issue: r.issue,
-            outcome: r.outcome,
-            ...(r.reason ? { reason: r.reason } : {}),
-          }),
-        ),
+      arbitrary: fc.record({ agent: agentArb, run: runArb, issue: issueArb, outcome: outcomeArb, reason: fc.constantFrom(undefined, "tests red") }).map(
+        (r): Abstract => ({
+          verb: "releaseIssue",
+          agent: r.agent,
+          run: r.run,
+          issue: r.issue,
+          outcome: r.outcome,
+          ...(r.reason ? { reason: r.reason } : {}),
+        }),
+      ),
     },
     {
       weight: 1,
@@ -279,7 +277,9 @@ const wideArb: fc.Arbitrary<InitialStateInput> = fc
   .map(({ keys, pool }) => {
     const name = (n: number) => `k${String((n % keys.length) + 1).padStart(2, "0")}`;
     const limits: Record<string, number> = {};
-    keys.forEach((k, n) => k.max !== undefined && (limits[name(n)] = k.max));
+    for (const [n, k] of keys.entries()) {
+      if (k.max !== undefined) limits[name(n)] = k.max;
+    }
     // one issue in every key, most of them the idle agent's; then a few pool issues, mostly keyed
     const inputs: IssueInput[] = [
       ...keys.map((k, n) => ({ priority: k.priority, assigneeAgentId: k.assignee, concurrencyKey: name(n) })),
@@ -439,8 +439,12 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
     await admin.query("SELECT id FROM heartbeat_runs WHERE company_id = $1 ORDER BY id FOR UPDATE", [seq.companyId]);
   }
   const done: [boolean, boolean] = [false, false];
-  const pa = seq.exec(a, 0).finally(() => void (done[0] = true));
-  const pb = seq.exec(b, 1).finally(() => void (done[1] = true));
+  const pa = seq.exec(a, 0).finally(() => {
+    done[0] = true;
+  });
+  const pb = seq.exec(b, 1).finally(() => {
+    done[1] = true;
+  });
   if (gate) {
     try {
       await gateUntilInFlight(seq, () => done);
@@ -584,7 +588,11 @@ function lockedBy(c: Command, s: State): string[] {
   return s.issues.filter((i) => i.checkoutRunId !== null && runs.has(i.checkoutRunId)).map((i) => i.id);
 }
 
-const subsets = (xs: string[]): string[][] => xs.reduce<string[][]>((acc, x) => [...acc, ...acc.map((sub) => [...sub, x])], [[]]);
+const subsets = (xs: string[]): string[][] => {
+  const all: string[][] = [[]];
+  for (const x of xs) all.push(...all.map((sub) => [...sub, x]));
+  return all;
+};
 
 /** The model's sweep (recovery and escalation; the time-outs are done) leaving the issues in `skip` as they are. */
 function recoveryPassingOver(s: State, skip: string[]) {

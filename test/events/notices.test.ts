@@ -37,8 +37,7 @@ async function subscribe(url: string, token: string, companyId: string) {
     try {
       for await (const chunk of res.body!) {
         buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-        let end: number;
-        while ((end = buffer.indexOf("\n\n")) >= 0) {
+        for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
           const message = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
           const data = /^data: (.+)$/m.exec(message)?.[1];

@@ -132,8 +132,15 @@ function gatedDb() {
   return {
     db,
     counts,
-    hold: () => void (held = new Promise<void>((resolve) => (open = resolve))),
-    release: () => ((held = null), open()),
+    hold: () => {
+      held = new Promise<void>((resolve) => {
+        open = resolve;
+      });
+    },
+    release: () => {
+      held = null;
+      open();
+    },
   };
 }
 

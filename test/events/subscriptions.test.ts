@@ -230,7 +230,14 @@ describe("subscription lifetimes", () => {
       const ok = await new Promise<unknown>((resolve, reject) => {
         const dispose = client.subscribe(
           { query: 'subscription($c: ID!) { lockChanged(companyId: $c, afterSeq: "0") { seq } }', variables: { c: co.id } },
-          { next: (v) => (dispose(), resolve(v)), error: reject, complete: () => {} },
+          {
+            next: (v) => {
+              dispose();
+              resolve(v);
+            },
+            error: reject,
+            complete: () => {},
+          },
         );
         // The issue exists before the claim (run concurrently, the claim could find nothing, and no event would come).
         const agent = co.agents[0]!;

@@ -393,7 +393,7 @@ function hugeString(rng: Rng): string {
     case 2:
       return "\uD800".repeat(rng.int(1, 50)) + "b".repeat(n);
     case 3:
-      return "c".repeat(n - 1) + "\u0000";
+      return `${"c".repeat(n - 1)}\u0000`;
     default: {
       const chars = [...HUGE_CHARS];
       let s = "";
@@ -709,7 +709,7 @@ function intValue(b: Build, hint: Hint, field: string, malformed: boolean): Val 
     2147483647,
     -2147483648,
     new RawLit("2147483648", 2147483648),
-    new RawLit("99999999999999999999", 99999999999999999999),
+    new RawLit("99999999999999999999", 1e20), // the nearest double: what JSON.parse makes of it
     1.5,
     -0.0001,
     new RawLit("1e3", 1e3),
@@ -1181,7 +1181,7 @@ function rawHttpCase(b: Build): { http: HttpShape; notes: string[] } {
           JSON.stringify({ query: "{ me { role } }", operationName: { a: 1 } }),
           '{"query":"{ me { role } }","__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}}}',
           '{"query":"{ me { role } }","variables":{"__proto__":{"polluted":true}}}',
-          '{"query":"{ me { role } }","variables":{"a":' + "[".repeat(3000) + "]".repeat(3000) + "}}",
+          `{"query":"{ me { role } }","variables":{"a":${"[".repeat(3000)}${"]".repeat(3000)}}}`,
           "[".repeat(20_000) + "]".repeat(20_000),
         ]),
       }),

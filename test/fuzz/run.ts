@@ -304,7 +304,10 @@ export class Check {
   data(data: unknown) {
     const company = roleCompany(this.c.role, this.gen.fixture);
     const walk = (value: unknown): void => {
-      if (Array.isArray(value)) return value.forEach(walk);
+      if (Array.isArray(value)) {
+        for (const item of value) walk(item);
+        return;
+      }
       if (!value || typeof value !== "object") return;
       const obj = value as Record<string, unknown>;
       const typename = obj.__typename;
@@ -425,8 +428,7 @@ async function readEventStream(res: Response, check: Check, c: FuzzCase): Promis
       const chunk = await within(reader.read(), left, null);
       if (chunk === null || chunk.done) break;
       buffer += decoder.decode(chunk.value, { stream: true });
-      let end: number;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
+      for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
         const block = buffer.slice(0, end);
         buffer = buffer.slice(end + 2);
         let event = "message";

@@ -8,7 +8,11 @@ export async function cuttableProxy(target: URL) {
   const sockets = new Set<net.Socket>();
   const state = { paused: false, refused: 0 };
   const server = net.createServer((client) => {
-    if (state.paused) return void (state.refused++, client.destroy());
+    if (state.paused) {
+      state.refused++;
+      client.destroy();
+      return;
+    }
     const upstream = net.connect(Number(target.port), target.hostname);
     for (const s of [client, upstream]) {
       sockets.add(s);
@@ -25,6 +29,10 @@ export async function cuttableProxy(target: URL) {
     cut: () => {
       for (const s of sockets) s.destroy();
     },
-    close: () => new Promise<void>((resolve) => (server.close(() => resolve()), sockets.forEach((s) => s.destroy()))),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sockets) s.destroy();
+      }),
   };
 }

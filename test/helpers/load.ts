@@ -10,6 +10,7 @@
 // nobody uses: never with a live worker that does not know it.
 import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
 import { Client, Ops } from "./harness.js";
+import type { GraphQLResponse } from "./harness.js";
 import type { Told } from "../../support/history.js";
 
 export interface LoadOutcome {
@@ -31,7 +32,7 @@ export function startLoad(urls: () => string[], tokens: readonly string[]): { co
 
   /** One call: its data, or null when it ended without data (counted here). */
   async function call<R, V>(url: string, token: string, doc: TypedDocumentNode<R, V>, variables: V): Promise<R | null> {
-    let res;
+    let res: GraphQLResponse<R>;
     try {
       res = await new Client(url, token).request(doc, variables);
     } catch {
@@ -77,7 +78,7 @@ export function startLoad(urls: () => string[], tokens: readonly string[]): { co
       }
       outcome.told.push({ kind: "claimed", runId, issueId: claim.issue.id, lockEpoch: claim.issue.lockEpoch });
       const acquired = await call(url, token, Ops.AcquireExecutionDocument, { runId, issueId: claim.issue.id });
-      if (!acquired || acquired.acquireExecution.__typename !== "ExecutionAcquired") {
+      if (acquired?.acquireExecution.__typename !== "ExecutionAcquired") {
         runId = null;
         continue;
       }

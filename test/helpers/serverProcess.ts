@@ -71,7 +71,10 @@ export async function startServerProcess(env: Record<string, string> = {}, optio
     },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
-        await new Promise((resolve) => (child.once("exit", resolve), child.kill("SIGKILL")));
+        await new Promise((resolve) => {
+          child.once("exit", resolve);
+          child.kill("SIGKILL");
+        });
       }
       if (owned) await database.drop();
     },

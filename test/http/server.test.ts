@@ -18,7 +18,10 @@ it("stopping the server does not wait for a WebSocket client that never answers 
   const { url } = await app.start(0);
   const { default: WebSocket } = await import("ws");
   const socket = new WebSocket(url.replace(/^http/, "ws"), "graphql-transport-ws");
-  await new Promise((resolve, reject) => (socket.once("open", resolve), socket.once("error", reject)));
+  await new Promise((resolve, reject) => {
+    socket.once("open", resolve);
+    socket.once("error", reject);
+  });
   socket.send(JSON.stringify({ type: "connection_init", payload: {} }));
   await new Promise((resolve) => socket.once("message", resolve)); // connection_ack
   (socket as unknown as { _socket: { pause(): void } })._socket.pause(); // from now on it reads nothing, so never answers a close

@@ -11,7 +11,7 @@
 // the issue row; then the gate opens. Real verbs, real PostgreSQL.
 import { expect, it } from "vitest";
 import { useRealWorld } from "../helpers/realWorld.js";
-import type { Sequence } from "../conformance/adapter.js";
+import type { RealAnswer, Sequence } from "../conformance/adapter.js";
 import type { Command, InitialStateInput } from "../../src/model/index.js";
 
 const real = useRealWorld();
@@ -41,11 +41,11 @@ async function untilWaiting(n: number): Promise<void> {
 }
 
 /** `first` changes the issue and holds it uncommitted (waiting for the key row the gate holds) while `second` starts and waits for it; both answers. */
-async function staggered(seq: Sequence, first: Command, second: Command): Promise<[any, any]> {
+async function staggered(seq: Sequence, first: Command, second: Command): Promise<[RealAnswer, RealAnswer]> {
   const admin = real.world.admin;
   await admin.query("BEGIN");
-  let a: Promise<any>;
-  let b: Promise<any>;
+  let a: Promise<RealAnswer>;
+  let b: Promise<RealAnswer>;
   try {
     await admin.query("SELECT 1 FROM concurrency_keys WHERE company_id = $1 AND key = $2 FOR UPDATE", [seq.companyId, KEY]);
     a = seq.exec(first, 0);
@@ -120,7 +120,7 @@ it("a heartbeat of an expired run waiting for another statement to end that run 
   await seq.exec({ verb: "tick", by: 2 });
   const admin = real.world.admin;
   await admin.query("BEGIN");
-  let beat: Promise<any>;
+  let beat: Promise<RealAnswer>;
   try {
     await admin.query("UPDATE heartbeat_runs SET status = 'CANCELLED', finished_at = now() WHERE id = $1", [seq.names.real("r1")]);
     beat = seq.exec({ verb: "heartbeatRun", agentId: "A", runId: "r1" }, 1);

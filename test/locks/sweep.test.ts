@@ -148,9 +148,11 @@ describe("recovery sweep", () => {
       const { run, ids } = await heldIssues(co, 0, 1, 1);
       // Expiry lands somewhere inside the race window, differently each round.
       await expire(run.id, `${(round % 6) * 2} milliseconds`);
-      const [beat] = await race(2, async (i) =>
-        i === 0 ? (await agent.client.ok(Ops.HeartbeatRunDocument, { runId: run.id })).heartbeatRun.__typename : (await sweep(h.db.prisma, sink), ""),
-      );
+      const [beat] = await race(2, async (i) => {
+        if (i === 0) return (await agent.client.ok(Ops.HeartbeatRunDocument, { runId: run.id })).heartbeatRun.__typename;
+        await sweep(h.db.prisma, sink);
+        return "";
+      });
       await sweep(h.db.prisma, sink); // whatever the first one left, a second sweep settles
       const issue = await h.one<{ checkout_run_id: string | null }>("SELECT checkout_run_id FROM issues WHERE id = $1", [ids[0]]);
       const runRow = await h.one<{ status: string }>("SELECT status FROM heartbeat_runs WHERE id = $1", [run.id]);

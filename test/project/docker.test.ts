@@ -39,7 +39,7 @@ it("every file the Dockerfile copies from the repository exists and is not exclu
   const compose = read("docker-compose.yml");
   commands.push(...[...compose.matchAll(/"node", "(dist\/bin\/\w+)\.js"/g)].map((m) => m[1]!));
   expect(commands).toContain("dist/bin/server");
-  for (const command of commands) expect(existsSync(path.join(ROOT, command.replace(/^dist/, "src") + ".ts")), command).toBe(true);
+  for (const command of commands) expect(existsSync(path.join(ROOT, `${command.replace(/^dist/, "src")}.ts`)), command).toBe(true);
   expect(JSON.parse(read("tsconfig.build.json").replace(/^\s*\/\/.*$/gm, "")).compilerOptions).toMatchObject({ outDir: "dist", rootDir: "src" });
   expect(dockerfile).toMatch(/^USER node$/m);
 });

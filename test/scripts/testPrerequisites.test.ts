@@ -12,7 +12,7 @@ import { freePort } from "../helpers/redis.js";
 
 const SCRIPT = path.resolve(import.meta.dirname, "../../scripts/test-prerequisites.sh");
 const NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
-const cleanups: (() => Promise<unknown> | void)[] = [];
+const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });

@@ -197,7 +197,7 @@ export class AgentsView {
       this.keys.show(
         "New board key",
         apiKey,
-        (own ? "This page now uses it. " : "") + "The old board key no longer works anywhere: give this one to the boards, scripts and CLI that used it.",
+        `${own ? "This page now uses it. " : ""}The old board key no longer works anywhere: give this one to the boards, scripts and CLI that used it.`,
       );
     } catch (err) {
       this.say(AgentsView.problem(err));

@@ -22,7 +22,7 @@ export class RunsView {
     const deadHolders = runs.filter((r) => health(r, now) === "dead" && held.has(r.id)).length;
     setText(
       byId("runs-summary"),
-      `${runs.length} runs` + (deadHolders ? ` · ${deadHolders} dead but still holding locks: the recovery loop will free them` : ""),
+      `${runs.length} runs${deadHolders ? ` · ${deadHolders} dead but still holding locks: the recovery loop will free them` : ""}`,
     );
     const body = byId("runs-body");
     keepFocus(body, () =>

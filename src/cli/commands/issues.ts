@@ -17,7 +17,10 @@ function keyCell(key: string | null): string {
 }
 
 function printIssues(ctx: Context, issues: Issue[]): void {
-  if (ctx.json) return ctx.out(JSON.stringify(issues));
+  if (ctx.json) {
+    ctx.out(JSON.stringify(issues));
+    return;
+  }
   table(
     ctx,
     ["ID", "STATUS", "PRIORITY", "KEY", "ATTEMPTS", "EPOCH", "TITLE"],

@@ -7,7 +7,10 @@ import type { Context } from "../kit.js";
 type Agent = Documents.AgentFieldsFragment;
 
 function printAgent(ctx: Context, agent: Agent): void {
-  if (ctx.json) return ctx.out(JSON.stringify(agent));
+  if (ctx.json) {
+    ctx.out(JSON.stringify(agent));
+    return;
+  }
   for (const [k, v] of Object.entries(agent)) ctx.out(`${k.padEnd(22)} ${v ?? ""}`);
 }
 
@@ -17,7 +20,10 @@ function printAgent(ctx: Context, agent: Agent): void {
  * is on stderr. It goes nowhere else: no log line, no error message.
  */
 function printNewKey(ctx: Context, apiKey: string, whose: string): void {
-  if (ctx.json) return ctx.out(JSON.stringify({ apiKey }));
+  if (ctx.json) {
+    ctx.out(JSON.stringify({ apiKey }));
+    return;
+  }
   ctx.err(`baton: the new key for ${whose}, shown once: keep it now. The key it replaces no longer works.`);
   ctx.out(apiKey);
 }

@@ -10,7 +10,10 @@ type Limit = Documents.ConcurrencyLimitFieldsFragment;
 const MAX_LIMIT = 10_000;
 
 function printLimits(ctx: Context, limits: Limit[]): void {
-  if (ctx.json) return ctx.out(JSON.stringify(limits));
+  if (ctx.json) {
+    ctx.out(JSON.stringify(limits));
+    return;
+  }
   table(
     ctx,
     ["KEY", "ACTIVE", "MAX", "STATE"],

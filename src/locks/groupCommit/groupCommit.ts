@@ -59,7 +59,7 @@ export class GroupCommit<Req, Ans> {
       const group = this.takeGroup(queue);
       try {
         const answers = await this.statement(companyId, group);
-        group.forEach((w, i) => w.resolve(answers[i]!));
+        for (const [i, w] of group.entries()) w.resolve(answers[i]!);
       } catch (err) {
         // A statement PostgreSQL refused changed nothing. One request's
         // trouble (a row held elsewhere past the timeout, a deadlock that
