@@ -37,15 +37,17 @@ export interface SweepOptions {
  * lease first (the run is skipped, or fails the re-check) or finds the run
  * TIMED_OUT and answers RunNotActive. Replayed by test/locks/sweep.test.ts ("a
  * heartbeat racing a sweep at the expiry instant: the lease is extended or the
- * lock recovered, never both").
+ * lock recovered, never both"). The agent's row is taken FOR SHARE with its
+ * runs, so an agent that disableAgent (or a key rotation) holds is passed over
+ * whole, never split between the two: test/locks/disableBesideSweep.test.ts.
  */
 const timeOutExpiredRuns = (batch: number) =>
   statement(
     "TIME_OUT_EXPIRED_RUNS",
-    timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r
+    timeOutExpired(sql`SELECT r.id FROM heartbeat_runs r JOIN agents a ON a.id = r.agent_id
      WHERE ${raw(runLeaseExpired("r"))}
      ORDER BY r.lease_expires_at LIMIT ${batch}::int
-       FOR UPDATE SKIP LOCKED`),
+       FOR UPDATE OF r SKIP LOCKED FOR SHARE OF a SKIP LOCKED`),
   );
 
 /** Both time-out statements: `expired` locks the runs to time out; the update re-checks each on its newest version. */
@@ -85,6 +87,16 @@ const busyExpiredRuns = (batch: number) =>
  * one sweep, which waits for its agent's statement (FOR SHARE) instead of
  * skipping it") and test/locks/sweepPastHeldRows.test.ts.
  */
+/**
+ * Invariant: the busy run's agent row is held FOR SHARE before the run's own
+ * row is waited for, in the order disableAgent takes them (agent, then runs):
+ * a sweep that meets an agent being disabled waits for it and then finds its
+ * runs CANCELLED, and a disable that meets the sweep waits for the sweep's
+ * transaction. test/locks/disableBesideSweep.test.ts.
+ */
+const lockBusyRunAgent = (runId: string) =>
+  statement("LOCK_BUSY_RUN_AGENT", sql`SELECT a.id FROM agents a JOIN heartbeat_runs r ON r.agent_id = a.id WHERE r.id = ${runId}::uuid FOR SHARE OF a`);
+
 const timeOutBusyExpiredRun = (runId: string) =>
   statement(
     "TIME_OUT_BUSY_EXPIRED_RUNS",
@@ -261,6 +273,7 @@ async function timeOutBusy(db: Db, batch: number): Promise<number> {
           await tx.$executeRawUnsafe(`SET LOCAL lock_timeout = '${waitMs}ms'`);
           await tx.$executeRawUnsafe("SAVEPOINT busy_run");
           try {
+            await queryOneInTransaction(tx, lockBusyRunAgent(runId));
             rows += (await queryOneInTransaction<{ n: number }>(tx, timeOutBusyExpiredRun(runId))).n;
             await tx.$executeRawUnsafe("RELEASE SAVEPOINT busy_run");
           } catch (err) {

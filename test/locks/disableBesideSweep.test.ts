@@ -1,0 +1,77 @@
+// disableAgent and a sweep's time-outs both end an agent's expired runs, each
+// in one statement over many run rows. Run rows alone would let them split the
+// runs between them (some TIMED_OUT by the sweep, the rest CANCELLED by the
+// disable), which no serial order of the two gives; the conformance run found
+// it (`disableAgent(A) ∥ sweep` answered timedOutRuns 5 where the model allows
+// 2 or 6). The sweep's time-outs take the agent's row FOR SHARE before its
+// runs (docs/invariants.md, "Runs and leases"): an agent being disabled is
+// passed over, or waited for, as a whole.
+//
+// The stagger: a gate connection holds the first of A's runs FOR SHARE, so
+// DISABLE_AGENT (its agent row locked) waits on that run before it has changed
+// any; the sweep starts meanwhile; then the gate opens.
+import pg from "pg";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { DisableAgentDocument } from "../../src/client/generated/graphql.js";
+import { sweep } from "../../src/locks/recovery/sweep.js";
+import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Harness } from "../helpers/harness.js";
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+/** Waits (at most 10 s) until `n` statements of this database wait on a lock. */
+async function untilWaiting(n: number): Promise<void> {
+  const until = Date.now() + 10_000;
+  while (Date.now() < until) {
+    const [row] = await h.sql<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+    if (row!.n >= n) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`${n} statements were not waiting on a lock within 10 s`);
+}
+
+it("a sweep beside disableAgent ends the agent's expired runs all by one or all by the other, never some each", async () => {
+  const co = await createCompany(h, 2);
+  const [a, b] = co.agents;
+  const runsOf = async (agent: typeof a, n: number) => {
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) ids.push((await agent!.client.ok(Ops.StartRunDocument)).startRun.id);
+    return ids;
+  };
+  const aRuns = await runsOf(a, 4);
+  const bRuns = await runsOf(b, 2);
+  await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 minute' WHERE id = ANY($1)", [[...aRuns, ...bRuns]]);
+
+  const gate = new pg.Client({ connectionString: h.database.url });
+  await gate.connect();
+  let disabled: Promise<unknown>;
+  let swept: Promise<{ timedOutRuns: number }>;
+  try {
+    await gate.query("BEGIN");
+    await gate.query("SELECT 1 FROM heartbeat_runs WHERE id = $1 FOR SHARE", [aRuns[0]]);
+    disabled = co.board.ok(DisableAgentDocument, { agentId: a!.id, reason: "operator" });
+    await untilWaiting(1); // DISABLE_AGENT, on A's first run
+    swept = sweep(h.db.prisma, { publish() {} });
+    await untilWaiting(2); // the sweep, on A's row or runs
+  } finally {
+    await gate.query("COMMIT");
+    await gate.end();
+  }
+  await disabled!;
+  const counts = await swept!;
+
+  const statuses = await h.sql<{ status: string }>("SELECT status::text FROM heartbeat_runs WHERE id = ANY($1) ORDER BY id", [aRuns]);
+  expect(new Set(statuses.map((s) => s.status)).size, JSON.stringify(statuses)).toBe(1);
+  // The sweep came second for A (it started while A was being disabled): B's two runs only.
+  expect(statuses[0]!.status).toBe("CANCELLED");
+  expect(counts.timedOutRuns).toBe(2);
+  const bStatuses = await h.sql<{ status: string }>("SELECT status::text FROM heartbeat_runs WHERE id = ANY($1)", [bRuns]);
+  expect(bStatuses.map((s) => s.status)).toEqual(["TIMED_OUT", "TIMED_OUT"]);
+});
