@@ -3,7 +3,7 @@
 // token stands for. It imports no command, so any command may import it.
 import { parseArgs } from "node:util";
 import type { ParseArgsConfig } from "node:util";
-import { Documents } from "../client/index.js";
+import { BatonError, Documents } from "../client/index.js";
 import type { Baton } from "../client/index.js";
 
 export interface Context {
@@ -23,6 +23,9 @@ export class MissingToken extends Error {
     super("no token: pass --token or set BATON_TOKEN");
   }
 }
+
+/** The token is the wrong kind for the command (a board key for `baton work`): exit 3. */
+export class WrongKey extends Error {}
 
 /** The server answered with a Problem (a union member, not an error): exit 1. */
 export class Problem extends Error {
@@ -52,29 +55,115 @@ export class Pruned extends Error {
   }
 }
 
-/** parseArgs for a command, with --json and --help everywhere; refuses a missing token for commands that need one. */
+/** Why parseArgs refused the words, in our words: the option or argument named, and where the command's options are listed. */
+function argsProblem(err: unknown, usage: string): Usage {
+  const { code, message } = err as { code?: string; message: string };
+  const quoted = /'([^']*)'/.exec(message)?.[1] ?? "";
+  const help = `baton ${commandWords(usage) ? `${commandWords(usage)} ` : ""}--help`;
+  const name = quoted.split(" ")[0]!;
+  if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") return new Usage(`unknown option ${name} (${help} lists the options)`);
+  if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
+    return new Usage(message.includes("does not take") ? `${name} takes no value` : `${name} needs a value (${help})`);
+  }
+  if (code === "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL") return new Usage(`unexpected argument '${quoted}': expected baton ${usage}`);
+  return new Usage(`cannot read the arguments: expected baton ${usage}`);
+}
+
+/** The command's own words at the start of its usage line: "issue show" of "issue show ID". */
+function commandWords(usage: string): string {
+  const words: string[] = [];
+  for (const word of usage.split(" ")) {
+    if (!/^[a-z][a-z-]*$/.test(word)) break;
+    words.push(word);
+  }
+  return words.join(" ");
+}
+
+/** parseArgs for a command, with --json everywhere (--help is answered from the command table first); refuses a missing token. */
 export function parse<O extends ParseArgsConfig["options"]>(ctx: Context, words: string[], usage: string, options: O, positionals = 0) {
   const parsed = (() => {
     try {
-      return parseArgs({
-        args: words,
-        options: { ...options, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
-        allowPositionals: positionals > 0,
-        strict: true,
-      });
+      return parseArgs({ args: words, options: { ...options, json: { type: "boolean" } }, allowPositionals: positionals > 0, strict: true });
     } catch (err) {
-      throw new Usage((err as Error).message);
+      throw argsProblem(err, usage);
     }
   })();
   const values = parsed.values as Record<string, unknown>;
-  if (values.help) {
-    ctx.out(`Usage: baton ${usage}`);
-    return null;
-  }
   if (parsed.positionals.length !== positionals) throw new Usage(`expected: baton ${usage}`);
   if (values.json) ctx.json = true;
   if (!ctx.hasToken) throw new MissingToken();
   return { values, positionals: parsed.positionals };
+}
+
+/** The global options' refusal (before the command), in the same words. */
+export function globalArgsProblem(err: unknown): Usage {
+  return argsProblem(err, "");
+}
+
+/** A list of every value of the API's enum `T`, each once: tsc refuses one that misses a value or adds one. */
+const every =
+  <T extends string>() =>
+  <L extends readonly T[]>(list: L & ([Exclude<T, L[number]>] extends [never] ? unknown : "misses a value of the enum")): L =>
+    list;
+
+export const ISSUE_STATUSES = every<Documents.IssueStatus>()([
+  "BACKLOG",
+  "OPEN",
+  "CLAIMED",
+  "IN_PROGRESS",
+  "BLOCKED",
+  "DONE",
+  "CANCELLED",
+  "ESCALATED",
+] as const);
+export const RUN_STATUSES = every<Documents.RunStatus>()(["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"] as const);
+export const PRIORITIES = every<Documents.IssuePriority>()(["CRITICAL", "HIGH", "MEDIUM", "LOW"] as const);
+
+/** One of `allowed`, case-insensitive; anything else is bad usage naming the allowed values. */
+export function oneOf<S extends string>(flag: string, value: string, allowed: readonly S[]): S {
+  const upper = value.trim().toUpperCase();
+  if ((allowed as readonly string[]).includes(upper)) return upper as S;
+  throw new Usage(`${flag} ${JSON.stringify(value)} is not one of ${allowed.join(", ")}`);
+}
+
+/** A --status value (comma-separated, any case) checked against `allowed` before any request; null when not given. */
+export function statuses<S extends string>(value: unknown, allowed: readonly S[]): S[] | null {
+  if (typeof value !== "string") return null;
+  const given = value
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (given.length === 0) throw new Usage(`--status needs at least one of ${allowed.join(", ")}`);
+  return given.map((s) => oneOf("--status", s, allowed));
+}
+
+/** A whole-number option from `min` to `max`; `fallback` when not given. */
+export function wholeNumber(flag: string, value: unknown, min: number, max: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = typeof value === "string" && /^\d+$/.test(value.trim()) ? Number(value) : Number.NaN;
+  if (!(n >= min && n <= max)) throw new Usage(`${flag} must be a whole number from ${min} to ${max}, not ${JSON.stringify(value)}`);
+  return n;
+}
+
+/**
+ * The company's agents, id to name, in one request; empty for a token that may
+ * not list them (an agent key), whose tables then show ids.
+ */
+export async function agentNames(ctx: Context, companyId: string): Promise<Map<string, string>> {
+  try {
+    const { agents } = await ctx.baton.request(Documents.CliAgentsDocument, { companyId });
+    return new Map(agents.map((a) => [a.id, a.name]));
+  } catch (err) {
+    if (err instanceof BatonError && err.code === "FORBIDDEN") return new Map();
+    throw err;
+  }
+}
+
+/** A cell that names what an id stands for, cut to `width` (--json keeps it whole). */
+export function cut(text: string | null | undefined, width: number): string {
+  if (!text) return "";
+  const line = text.replace(/\s+/g, " ");
+  return line.length > width ? `${line.slice(0, width - 1)}…` : line;
 }
 
 /** Columns padded to their widest cell; the last column is cut to the terminal's width. */
@@ -83,19 +172,12 @@ export function table(ctx: Context, header: string[], rows: (string | number | n
   const widths = header.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
   const width = process.stdout.columns ?? 160;
   for (const row of cells) {
-    const line = row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i]!))).join("  ");
+    const line = row
+      .map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join("  ")
+      .trimEnd();
     ctx.out(line.length > width ? `${line.slice(0, width - 1)}…` : line);
   }
-}
-
-/** A --status value as the API's list of statuses, upper-cased (the server refuses an unknown one); null when not given. */
-export function statuses<S extends string>(value: unknown): S[] | null {
-  return typeof value === "string"
-    ? (value
-        .split(",")
-        .map((s) => s.trim().toUpperCase())
-        .filter(Boolean) as S[])
-    : null;
 }
 
 /** The company a command reads: --company when given, else the token's own (an admin token has none: bad usage). */

@@ -8,17 +8,15 @@
 // 6 the seq asked to resume after is ahead of the server's ledger (SEQ_AHEAD).
 import { parseArgs } from "node:util";
 import { Baton, BatonError, DEFAULT_URL } from "../client/index.js";
-import { COMMANDS, runCommand } from "./commands/index.js";
-import { MissingToken, Problem, Pruned, Usage } from "./kit.js";
+import { commandList, runCommand } from "./commands/index.js";
+import { globalArgsProblem, MissingToken, Problem, Pruned, Usage, WrongKey } from "./kit.js";
 import type { Context } from "./kit.js";
 import { CannotRun } from "./processes.js";
 
 const USAGE = `Usage: baton [--url URL] [--token TOKEN] [--json] COMMAND [ARGS…]
 
 Commands:
-${Object.entries(COMMANDS)
-  .map(([name, c]) => `  ${`${name} ${c.args}`.padEnd(62)} ${c.what}`)
-  .join("\n")}
+${commandList()}
 
 Connection: --url or BATON_URL (default ${DEFAULT_URL}), --token or BATON_TOKEN.
 --json prints one JSON document (one object per line for streams).
@@ -28,7 +26,7 @@ Exit codes: 0 done, 1 the server answered with a problem, 2 bad usage,
 says which --after-seq continues with what is kept),
 6 the --after-seq is ahead of every seq the server's database has made
 (restored or failed over to an older copy: start again without it).
-baton COMMAND --help: that command's options.
+baton COMMAND --help (and baton COMMAND SUBCOMMAND --help): what it does, its options and their defaults.
 `;
 
 /** Splits `baton [global options] COMMAND [words…]`; the words go to the command's own parser. */
@@ -54,14 +52,12 @@ async function main(argv: string[]): Promise<number> {
       strict: true,
     }).values;
   } catch (err) {
-    throw new Usage((err as Error).message);
+    throw globalArgsProblem(err);
   }
-  if (flags.help || !command || command === "help") {
+  if (flags.help || !command || (command === "help" && rest.length === 0)) {
     process.stdout.write(USAGE);
     return command || flags.help ? 0 : 2;
   }
-  const entry = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
-  if (!entry) throw new Usage(`unknown command '${command}'`);
   // --json may also come after the command, as users type it.
   const json = flags.json ?? false;
   const token = flags.token ?? process.env.BATON_TOKEN;
@@ -72,13 +68,15 @@ async function main(argv: string[]): Promise<number> {
     out: (line) => process.stdout.write(`${line}\n`),
     err: (line) => process.stderr.write(`${line}\n`),
   };
-  return runCommand(ctx, command, entry, rest);
+  // `baton help COMMAND [SUBCOMMAND]` is `baton COMMAND [SUBCOMMAND] --help`.
+  if (command === "help") return runCommand(ctx, rest[0]!, [...rest.slice(1), "--help"]);
+  return runCommand(ctx, command, rest);
 }
 
 function exitCodeOf(err: unknown): { code: number; line: string } {
-  if (err instanceof Usage) return { code: 2, line: `baton: ${err.message} (see baton --help)` };
+  if (err instanceof Usage) return { code: 2, line: `baton: ${err.message}${err.message.includes("--help") ? "" : " (see baton --help)"}` };
   if (err instanceof CannotRun) return { code: 2, line: `baton: ${err.message}` };
-  if (err instanceof MissingToken) return { code: 3, line: `baton: ${err.message}` };
+  if (err instanceof MissingToken || err instanceof WrongKey) return { code: 3, line: `baton: ${err.message}` };
   if (err instanceof Problem) return { code: 1, line: `baton: ${err.typename}: ${err.message}` };
   if (err instanceof Pruned) return { code: 5, line: `baton: EVENTS_PRUNED: ${err.message}` };
   if (err instanceof BatonError) {

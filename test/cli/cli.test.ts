@@ -46,7 +46,7 @@ const statusOf = async (id: string) => (await h.one<{ status: string }>("SELECT 
 describe("usage and errors: one line, the documented exit code, never a stack", () => {
   it.each([
     ["an unknown command", ["frobnicate"], "token", 2, /unknown command 'frobnicate'/],
-    ["an unknown flag", ["issues", "--colour"], "token", 2, /Unknown option '--colour'/],
+    ["an unknown flag", ["issues", "--colour"], "token", 2, /^baton: unknown option --colour \(baton issues --help lists the options\)$/],
     ["no token", ["whoami"], null, 3, /no token/],
     ["a wrong key", ["whoami"], `baton_agent_${"x".repeat(43)}`, 3, /UNAUTHENTICATED/],
     ["work without a command", ["work", "--once"], "token", 2, /no command to run/],
@@ -109,8 +109,8 @@ describe("concurrency keys", () => {
     const plain = JSON.parse(await ok(["issue", "create", "--title", "plain", "--json"], board)) as { id: string; concurrencyKey: string | null };
     expect(plain.concurrencyKey).toBeNull();
     const table = rows(await ok(["issues"], board));
-    expect(table[0]).toEqual(["ID", "STATUS", "PRIORITY", "KEY", "ATTEMPTS", "EPOCH", "TITLE"]);
-    expect(table.find((r) => r[0] === keyed.id)).toEqual([keyed.id, "OPEN", "MEDIUM", "repo-a", "0/3", "0", "keyed"]);
+    expect(table[0]).toEqual(["ID", "STATUS", "PRIORITY", "KEY", "ATTEMPTS", "EPOCH", "ASSIGNEE", "TITLE"]);
+    expect(table.find((r) => r[0] === keyed.id)).toEqual([keyed.id, "OPEN", "MEDIUM", "repo-a", "0/3", "0", co.agents[0]!.name, "keyed"]);
     expect(table.find((r) => r[0] === plain.id)?.[3]).toBe("-");
     expect(JSON.parse(await ok(["issues", "--json"], board))).toEqual(
       expect.arrayContaining([
@@ -131,7 +131,16 @@ describe("concurrency keys", () => {
       ["repo-a", "1", "1", "at limit"],
     ]);
     expect(JSON.parse(await ok(["limits", "--json"], board))).toEqual([{ key: "repo-a", maxActive: 1, active: 1 }]);
-    expect(rows(await ok(["issues", "--status", "CLAIMED"], board))[1]).toEqual([keyed.id, "CLAIMED", "MEDIUM", "repo-a", "0/3", "1", "keyed"]);
+    expect(rows(await ok(["issues", "--status", "CLAIMED"], board))[1]).toEqual([
+      keyed.id,
+      "CLAIMED",
+      "MEDIUM",
+      "repo-a",
+      "0/3",
+      "1",
+      co.agents[0]!.name,
+      "keyed",
+    ]);
 
     // Refusals: one line each, the documented exit code.
     const refusals = [
@@ -359,7 +368,12 @@ describe("keys and agents: rotate-key, disable, enable", () => {
     // Who may not: an agent key (FORBIDDEN, 3), and bad usage (2).
     await refused(["agent", "rotate-key", agent.id], parsed.apiKey, 3, /^baton: FORBIDDEN: /);
     await refused(["agent", "rotate-key"], co.board.token, 2, /^baton: expected: baton agent rotate-key ID/);
-    await refused(["agent", "rekey", agent.id], co.board.token, 2, /^baton: agent rekey: expected rotate-key, disable or enable/);
+    await refused(
+      ["agent", "rekey", agent.id],
+      co.board.token,
+      2,
+      /^baton: agent rekey: expected create, rotate-key, disable or enable \(baton agent --help\)$/,
+    );
   });
 
   it("agent disable, then enable, then rotate-key: the agent printed each time; a disabled agent's key and rotation are refused", async () => {

@@ -69,13 +69,13 @@ function groupRunning(pgid: number): boolean {
   });
 }
 
-/** The person's view: stderr without the worker's own `baton: <what it did>` log lines. */
+/** The person's view: stderr without the worker's progress (a line per issue, the summary) and its retried claims. */
 const said = (run: Ran) =>
   run
     .stderr()
     .trim()
     .split("\n")
-    .filter((l) => !/^baton: (run started|run finished|released|claim failed) /.test(l));
+    .filter((l) => !/^baton: ((DONE|REQUEUE|FAILED|BLOCKED|LOST) +\d|\d+ done, |claim failed )/.test(l));
 
 describe("a command that cannot be started: nothing is claimed, one line, exit 2", () => {
   const script = (name: string, text: string, mode: number) => {

@@ -6,7 +6,6 @@ import type { Context } from "../kit.js";
 /** Exit 1 when any lock invariant the audit counts is broken (doubleClaims, halfReleasedLocks, miscountedKeys), else 0. */
 export async function audit(ctx: Context, words: string[]): Promise<number> {
   const p = parse(ctx, words, "audit [--company ID]", { company: { type: "string" } });
-  if (!p) return 0;
   const companyId = await companyOf(ctx, p.values.company);
   const { lockAudit } = await ctx.baton.request(Documents.CliLockAuditDocument, { companyId });
   if (ctx.json) ctx.out(JSON.stringify(lockAudit));

@@ -24,7 +24,6 @@ function printLimits(ctx: Context, limits: Limit[]): void {
 
 export async function listLimits(ctx: Context, words: string[]): Promise<number> {
   const p = parse(ctx, words, "limits [--company ID]", { company: { type: "string" } });
-  if (!p) return 0;
   const companyId = await companyOf(ctx, p.values.company);
   const { concurrencyLimits } = await ctx.baton.request(Documents.ConcurrencyLimitsDocument, { companyId });
   printLimits(ctx, concurrencyLimits);
@@ -33,7 +32,6 @@ export async function listLimits(ctx: Context, words: string[]): Promise<number>
 
 export async function setLimit(ctx: Context, words: string[]): Promise<number> {
   const p = parse(ctx, words, "limit set KEY N", {}, 2);
-  if (!p) return 0;
   const [key, n] = p.positionals as [string, string];
   const maxActive = /^\d+$/.test(n) ? Number(n) : NaN;
   if (!(maxActive >= 1 && maxActive <= MAX_LIMIT)) throw new Usage(`N must be a whole number from 1 to ${MAX_LIMIT} (baton limit remove KEY removes a cap)`);
@@ -44,7 +42,6 @@ export async function setLimit(ctx: Context, words: string[]): Promise<number> {
 
 export async function removeLimit(ctx: Context, words: string[]): Promise<number> {
   const p = parse(ctx, words, "limit remove KEY", {}, 1);
-  if (!p) return 0;
   const key = p.positionals[0]!;
   await ctx.baton.request(Documents.SetConcurrencyLimitDocument, { key, maxActive: null });
   if (ctx.json) ctx.out(JSON.stringify({ key, maxActive: null }));

@@ -1,6 +1,6 @@
 // `baton runs`: the company's runs, newest first, with the lease left.
 import { Documents } from "../../client/index.js";
-import { companyOf, parse, statuses, table } from "../kit.js";
+import { agentNames, companyOf, cut, parse, RUN_STATUSES, statuses, table } from "../kit.js";
 import type { Context } from "../kit.js";
 
 type Run = Documents.CliRunsQuery["runs"][number];
@@ -10,17 +10,23 @@ function leaseLeft(run: Run): string {
   return run.status === "RUNNING" ? `${Math.max(0, Math.round((Date.parse(run.leaseExpiresAt) - Date.now()) / 1000))} s` : "";
 }
 
-export async function listRuns(ctx: Context, words: string[]): Promise<number> {
-  const p = parse(ctx, words, "runs [--status S[,S…]] [--company ID]", { status: { type: "string" }, company: { type: "string" } });
-  if (!p) return 0;
+/** A run's agent as a table shows it: its name, cut. */
+const NAME_WIDTH = 24;
+
+export async function listRuns(ctx: Context, words: string[], usage: string): Promise<number> {
+  const p = parse(ctx, words, usage, { status: { type: "string" }, company: { type: "string" } });
+  const status = statuses(p.values.status, RUN_STATUSES);
   const companyId = await companyOf(ctx, p.values.company);
-  const { runs } = await ctx.baton.request(Documents.CliRunsDocument, { companyId, status: statuses<Documents.RunStatus>(p.values.status) });
-  if (ctx.json) ctx.out(JSON.stringify(runs));
-  else
-    table(
-      ctx,
-      ["ID", "AGENT", "STATUS", "LEASE LEFT"],
-      runs.map((r) => [r.id, r.agentId, r.status, leaseLeft(r)]),
-    );
+  const { runs } = await ctx.baton.request(Documents.CliRunsDocument, { companyId, status });
+  if (ctx.json) {
+    ctx.out(JSON.stringify(runs));
+    return 0;
+  }
+  const names = runs.length ? await agentNames(ctx, companyId) : new Map<string, string>();
+  table(
+    ctx,
+    ["ID", "AGENT", "AGENT ID", "STATUS", "LEASE LEFT"],
+    runs.map((r) => [r.id, cut(names.get(r.agentId), NAME_WIDTH), r.agentId, r.status, leaseLeft(r)]),
+  );
   return 0;
 }

@@ -30,14 +30,44 @@
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { onStopSignals } from "../../bin/shutdown.js";
-import { Requeue } from "../../client/index.js";
+import { Documents, Requeue } from "../../client/index.js";
 import type { Job, WorkIssue } from "../../client/index.js";
-import { parse, Usage } from "../kit.js";
+import { parse, Usage, wholeNumber, WrongKey } from "../kit.js";
 import type { Context } from "../kit.js";
+import { Progress } from "./progress.js";
 import { CannotRun, signalGroup, startWatchdog, whyNotRunnable } from "../processes.js";
 import type { Watchdog } from "../processes.js";
 
-const USAGE = "work [--concurrency N] [--once] [--include-unassigned] [--drain-timeout SECONDS] -- COMMAND [ARGS…]";
+/** `baton work --help`, after the options. */
+export const WORK_HELP = `Each issue claimed runs COMMAND once, in a process group of its own. COMMAND gets:
+  stdin                         the issue as JSON
+  BATON_ISSUE_ID                the issue's id
+  BATON_ISSUE_TITLE             its title
+  BATON_ISSUE_CONCURRENCY_KEY   its concurrency key (set only for a keyed issue)
+  BATON_RUN_ID                  the worker's run
+  BATON_LOCK_EPOCH              the fencing token: pass it to what COMMAND writes to
+  BATON_URL                     the API
+and the rest of baton's environment, never BATON_TOKEN.
+
+COMMAND's exit code releases the issue:
+  0        DONE
+  75       REQUEUE (EX_TEMPFAIL): back to OPEN for another attempt
+  other    FAILED, with the last lines of COMMAND's stderr as the reason
+  (stopped by baton, on a lost hold or a drain that timed out: REQUEUE)
+If the issue is taken back (force-release, lease lost), COMMAND gets SIGTERM, then SIGKILL 10 s later.
+
+Progress goes to stderr, one line per issue (outcome, time, title, id, the reason when not DONE),
+and a summary when baton work exits (done, requeued, failed, blocked, the time); --json makes each
+of them one JSON object. COMMAND's own stdout and stderr pass through.
+
+--once drains the queue: it claims until nothing is claimable, lets what runs finish, and exits 0.
+Without it, baton work waits for new work until stopped.
+
+To stop: Ctrl-C (or SIGTERM) stops claiming and lets running commands finish, for up to
+--drain-timeout seconds, then stops them; exit 0. A second Ctrl-C stops the commands at once; exit 1.
+
+baton work exits 2 when COMMAND cannot be started (checked before anything is claimed) and 3 when
+the key is not an agent key, or is revoked while it works.`;
 const KILL_AFTER_MS = 10_000;
 const STDERR_LINES = 20;
 const EX_TEMPFAIL = 75;
@@ -133,25 +163,31 @@ function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context,
   });
 }
 
-export async function workCommand(ctx: Context, words: string[]): Promise<number> {
+export async function workCommand(ctx: Context, words: string[], usage: string): Promise<number> {
   const dash = words.indexOf("--");
   const command = dash === -1 ? [] : words.slice(dash + 1);
-  const p = parse(ctx, dash === -1 ? words : words.slice(0, dash), USAGE, {
+  const p = parse(ctx, dash === -1 ? words : words.slice(0, dash), usage, {
     concurrency: { type: "string" },
     once: { type: "boolean" },
     "include-unassigned": { type: "boolean" },
     "drain-timeout": { type: "string" },
   });
-  if (!p) return 0;
-  if (command.length === 0) throw new Usage(`no command to run: baton ${USAGE}`);
-  const concurrency = p.values.concurrency === undefined ? 1 : Number(p.values.concurrency);
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1000) throw new Usage("--concurrency must be between 1 and 1000");
+  if (command.length === 0) throw new Usage(`no command to run: baton ${usage}`);
+  const concurrency = wholeNumber("--concurrency", p.values.concurrency, 1, 1000, 1);
   const drain = p.values["drain-timeout"] === undefined ? 30 : Number(p.values["drain-timeout"]);
-  if (!Number.isFinite(drain) || drain < 0) throw new Usage("--drain-timeout must be a number of seconds");
+  if (!Number.isFinite(drain) || drain < 0) throw new Usage(`--drain-timeout must be a number of seconds, not ${JSON.stringify(p.values["drain-timeout"])}`);
 
   const why = whyNotRunnable(command[0]!);
   if (why) throw new CannotRun(`cannot run ${command[0]}: ${why}; nothing was claimed`);
+  const { me } = await ctx.baton.request(Documents.MeDocument, {});
+  if (me.role !== "AGENT") {
+    throw new WrongKey(
+      `baton work needs an agent key, and this is ${me.role === "BOARD" ? "a board key" : "the admin token"}: ` +
+        "`baton agent create NAME` with the board key makes an agent and prints its key",
+    );
+  }
 
+  const progress = new Progress(ctx);
   const fatal: { error: CannotRun | null } = { error: null };
   const commands: Commands = {
     running: new Set<ChildProcess>(),
@@ -165,12 +201,21 @@ export async function workCommand(ctx: Context, words: string[]): Promise<number
   const children = commands.running;
   /** Every command started has exited (each was let finish, or stopped: SIGTERM, SIGKILL 10 s later). */
   const exited = () => Promise.all([...children].map((child) => new Promise((resolve) => child.once("exit", resolve))));
-  const worker = ctx.baton.work((issue, job) => runCommand(command, issue, job, ctx, concurrency > 1, commands), {
+  const handler = async (issue: WorkIssue, job: Job) => {
+    progress.start(issue);
+    try {
+      await runCommand(command, issue, job, ctx, concurrency > 1, commands);
+    } catch (err) {
+      progress.failed(issue.id, (err as Error).message);
+      throw err;
+    }
+  };
+  const worker = ctx.baton.work(handler, {
     concurrency,
     once: Boolean(p.values.once),
     includeUnassigned: Boolean(p.values["include-unassigned"]),
     drainTimeoutMs: drain * 1000,
-    onLog: (message, fields) => ctx.err(`baton: ${message}${fields ? ` ${JSON.stringify(fields)}` : ""}`),
+    onLog: (message, fields) => progress.log(message, fields),
     // Checked again before each claim: a command deleted or broken while baton ran costs no issue an attempt.
     beforeClaim: () => {
       const why = whyNotRunnable(command[0]!);
@@ -186,6 +231,7 @@ export async function workCommand(ctx: Context, words: string[]): Promise<number
     () => {
       ctx.err(`baton: second signal: stopping commands now`);
       for (const child of children) signalGroup(child.pid, "SIGKILL");
+      progress.summary();
     },
   );
   try {
@@ -195,10 +241,12 @@ export async function workCommand(ctx: Context, words: string[]): Promise<number
     // 10 s later); or the command could not run any more, and the drain has stopped what was left. Exit once
     // they are gone; main prints the error's one line (and exits 3 for the key, 2 for the command).
     await exited();
+    progress.summary();
     throw err;
   }
   // A drain that timed out stopped what still ran: baton exits once it has.
   await exited();
+  progress.summary();
   if (fatal.error) throw fatal.error;
   return 0;
 }
