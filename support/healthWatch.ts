@@ -59,7 +59,10 @@ export async function watchHealth(origin: string, deadlineMs: number): Promise<(
       if (out.startsWith("ready\n")) settle();
     };
     const onExit = () => settle(new Error(out));
-    const timer = setTimeout(() => settle(new Error("timed out after 20000 ms waiting for the health watcher")), 20_000);
+    const timer = setTimeout(() => {
+      child.kill();
+      settle(new Error("timed out after 20000 ms waiting for the health watcher"));
+    }, 20_000);
     child.stdout.on("data", onData);
     child.once("exit", onExit);
   });

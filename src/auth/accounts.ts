@@ -1,6 +1,6 @@
 // Companies and agents, each created with its key (shown once).
 import type { Db } from "../db/client.js";
-import { agentJson, queryOne, sql, statement } from "../db/sql.js";
+import { agentJson, companyJson, queryOne, sql, statement } from "../db/sql.js";
 import { InvalidInputError } from "../domain/errors.js";
 import { validateText } from "../domain/validate.js";
 import type { Agent, Company } from "../domain/types.js";
@@ -34,7 +34,7 @@ export async function createCompany(db: Db, name: string): Promise<{ company: Co
       ), key AS (
         INSERT INTO api_keys (company_id, role, key_hash) SELECT id, 'BOARD', ${hash} FROM company
       )
-      SELECT json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at) AS company FROM company c`,
+      SELECT ${companyJson("c")} AS company FROM company c`,
     ),
   );
   return { company: row.company, boardKey: key };

@@ -1,6 +1,6 @@
 // The longest answer an operation could produce, computed before anything
 // runs, and a refusal (LIMIT_EXCEEDED, maxResponseChars) when it is over the
-// limit. Depth and alias limits (limits.ts) bound a document's shape; they do
+// limit. Depth and alias limits (queryShape.ts) bound a document's shape; they do
 // not bound its answer: ten aliases of `issues(first: 500)` selecting
 // `description` (up to 100,000 characters each) is a 500 MB answer from an
 // 876-byte query.

@@ -10,10 +10,11 @@ export const raw = Prisma.raw;
 
 /**
  * The one place a statement gets its name: the builder that writes the SQL
- * returns it through here. Invariant: every statement the service runs leads
- * with a comment holding its name, one upper-case name per statement, unique
- * in src/, and the names docs/invariants.md and docs/lifecycle.md give are
- * these (test/docs/statementNames.test.ts). pg_stat_activity and
+ * returns it through here. Every statement built with it leads with a comment
+ * holding its name, one upper-case name per statement, unique in src/; the
+ * lock statements' names are the ones docs/invariants.md and docs/lifecycle.md
+ * give (test/docs/statementNames.test.ts). Session commands (SET LOCAL,
+ * SAVEPOINT), the migration runner and the health check's `SELECT 1` go unnamed. pg_stat_activity and
  * pg_stat_statements show it; it names the prepared statement
  * (src/db/client.ts) and the statement's span (src/tracing/spans.ts).
  */
@@ -74,6 +75,12 @@ const AGENT_COLUMNS: Columns = [
   ["disabledReason", "disabled_reason"],
 ];
 
+const COMPANY_COLUMNS: Columns = [
+  ["id", "id"],
+  ["name", "name"],
+  ["createdAt", "created_at"],
+];
+
 const EVENT_COLUMNS: Columns = [
   ["seq", "seq::text"],
   ["companyId", "company_id"],
@@ -92,6 +99,8 @@ const EVENT_COLUMNS: Columns = [
 export const issueJson = (alias: string): Sql => raw(jsonObject(alias, ISSUE_COLUMNS));
 /** `json_build_object(...)` of a heartbeat_runs row under `alias`. */
 export const runJson = (alias: string): Sql => raw(jsonObject(alias, RUN_COLUMNS));
+/** `json_build_object(...)` of a companies row under `alias`. */
+export const companyJson = (alias: string): Sql => raw(jsonObject(alias, COMPANY_COLUMNS));
 /** `json_build_object(...)` of an agents row under `alias`. */
 export const agentJson = (alias: string): Sql => raw(jsonObject(alias, AGENT_COLUMNS));
 /** issueJson, or NULL when `alias` is the missing side of an outer join. */

@@ -11,7 +11,7 @@
 // The stream has two states: reading (pages until one is short) and waiting
 // (for a message, or for a short back-off while an announced event is not
 // final yet because an older transaction is still open). Reads are shared by
-// the streams of one instance that stand at the same seq (ledger.ts), so a
+// the streams of one instance that stand at the same seq (history.ts), so a
 // thousand subscribers of one company cost one read per burst, not a
 // thousand. A consumer that stops reading stops the stream's reads with it:
 // nothing piles up on the server, and it catches up from the ledger later.

@@ -3,17 +3,16 @@
 import type { Queryable } from "../db/client.js";
 import { prunedColumns, refuseAhead, refusePruned } from "../events/history.js";
 import type { PrunedColumns } from "../events/history.js";
-import { agentJson, eventJson, issueJson, queryAll, queryOne, raw, runJson, sql, statement } from "../db/sql.js";
+import { agentJson, companyJson, eventJson, issueJson, queryAll, queryOne, raw, runJson, sql, statement } from "../db/sql.js";
 import type { Agent, Company } from "../domain/types.js";
 import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "../domain/types.js";
 
 /** A companies row under `c`, keys as in GraphQL. */
-const COMPANY_JSON = raw("json_build_object('id', c.id, 'name', c.name, 'createdAt', c.created_at)");
 
 export async function getCompany(db: Queryable, id: string): Promise<Company | null> {
   const row = await queryOne<{ company: Company } | undefined>(
     db,
-    statement("READ_COMPANY", sql`SELECT ${COMPANY_JSON} AS company FROM companies c WHERE c.id = ${id}::uuid`),
+    statement("READ_COMPANY", sql`SELECT ${companyJson("c")} AS company FROM companies c WHERE c.id = ${id}::uuid`),
   );
   return row?.company ?? null;
 }
@@ -24,7 +23,7 @@ export async function listCompanies(db: Queryable, first: number): Promise<Compa
     db,
     statement(
       "LIST_COMPANIES",
-      sql`SELECT ${COMPANY_JSON} AS company
+      sql`SELECT ${companyJson("c")} AS company
           FROM companies c ORDER BY c.name, c.id LIMIT ${first}::int`,
     ),
   );

@@ -36,6 +36,7 @@ type Sql = Pick<pg.ClientBase, "query">;
 export async function ensureLedgerPartitions(db: Sql | string): Promise<string[]> {
   if (typeof db === "string") {
     const client = new pg.Client({ connectionString: db, application_name: "baton-partitions" });
+    client.on("error", () => {}); // a lost connection fails the query in flight, which the caller sees
     await client.connect();
     try {
       return await ensureLedgerPartitions(client);
@@ -191,7 +192,7 @@ const backendPid = (client: pg.Client): number | undefined => (client as unknown
 /** Cancels the statement a backend is running, from a connection of its own; quiet if it cannot. */
 async function cancelBackend(databaseUrl: string, pid: number | undefined): Promise<void> {
   if (pid === undefined) return;
-  const canceller = new pg.Client({ connectionString: databaseUrl, application_name: "baton-retention-stop" });
+  const canceller = new pg.Client({ connectionString: databaseUrl, application_name: "baton-retention-stop", connectionTimeoutMillis: 2_000 });
   canceller.on("error", () => {});
   try {
     await canceller.connect();

@@ -1,11 +1,9 @@
 // disableAgent and a sweep's time-outs both end an agent's expired runs, each
-// in one statement over many run rows. Run rows alone would let them split the
-// runs between them (some TIMED_OUT by the sweep, the rest CANCELLED by the
-// disable), which no serial order of the two gives; the conformance run found
-// it (`disableAgent(A) ∥ sweep` answered timedOutRuns 5 where the model allows
-// 2 or 6). The sweep's time-outs take the agent's row FOR SHARE before its
-// runs (docs/invariants.md, "Runs and leases"): an agent being disabled is
-// passed over, or waited for, as a whole.
+// in one statement over many run rows: the agent's runs end all by one or all
+// by the other, never some TIMED_OUT and the rest CANCELLED, which no serial
+// order gives. The sweep takes the agent's row FOR SHARE with its runs
+// (docs/invariants.md #6): an agent being disabled is passed over, or waited
+// for, as a whole.
 //
 // The stagger: a gate connection holds the first of A's runs FOR SHARE, so
 // DISABLE_AGENT (its agent row locked) waits on that run before it has changed

@@ -3,8 +3,9 @@
 // a backlog never holds long row locks or blocks live claims: issue rows are
 // taken SKIP LOCKED (a row busy with a live claim is left for the next sweep,
 // and never counts against a batch), and the one pass that waits for run rows
-// waits for each behind a savepoint of its own, all of them within a
-// statement's time (TIME_OUT_BUSY_EXPIRED_RUNS). Several sweepers may run at once against one database.
+// (and their agents' rows) waits for each behind a savepoint of its own, all
+// of them within a statement's time (TIME_OUT_BUSY_EXPIRED_RUNS). Several
+// sweepers may run at once against one database.
 import type { Db } from "../../db/client.js";
 import { appendEvents, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent, statement } from "../../db/sql.js";
 import type { Sql } from "../../db/sql.js";
@@ -60,9 +61,9 @@ const timeOutExpired = (expired: Sql) => sql`
   SELECT count(*)::int AS n FROM timed_out`;
 
 /**
- * Invariant: lists, without locking, the expired RUNNING
- * runs left after TIME_OUT_EXPIRED_RUNS (the ones whose row another
- * transaction held), in id order, for TIME_OUT_BUSY_EXPIRED_RUNS to wait for.
+ * The expired RUNNING runs left after TIME_OUT_EXPIRED_RUNS (their row, or
+ * their agent's, was held by another transaction), read without locking, in
+ * id order, for TIME_OUT_BUSY_EXPIRED_RUNS to wait for.
  */
 const busyExpiredRuns = (batch: number) =>
   statement(
@@ -76,18 +77,6 @@ const busyExpiredRuns = (batch: number) =>
   );
 
 /**
- * Invariant: TIME_OUT_EXPIRED_RUNS's, for one expired run it skipped because
- * another transaction held its row (most often the dead agent's own claim,
- * which reads its run FOR SHARE): the row is waited for, within a share of
- * BUSY_WAIT_MS behind a savepoint of its own, so such a run is never skipped
- * for ever and a row held longer holds up no other. Run rows only, in id
- * order: no deadlock with another sweeper (a cycle with an adoption is
- * aborted and retried). The lease is re-checked on the newest row version.
- * Replayed by test/locks/sweep.test.ts ("is timed out and its locks freed in
- * one sweep, which waits for its agent's statement (FOR SHARE) instead of
- * skipping it") and test/locks/sweepPastHeldRows.test.ts.
- */
-/**
  * Invariant: the busy run's agent row is held FOR SHARE before the run's own
  * row is waited for, in the order disableAgent takes them (agent, then runs):
  * a sweep that meets an agent being disabled waits for it and then finds its
@@ -97,6 +86,21 @@ const busyExpiredRuns = (batch: number) =>
 const lockBusyRunAgent = (runId: string) =>
   statement("LOCK_BUSY_RUN_AGENT", sql`SELECT a.id FROM agents a JOIN heartbeat_runs r ON r.agent_id = a.id WHERE r.id = ${runId}::uuid FOR SHARE OF a`);
 
+/**
+ * Invariant: TIME_OUT_EXPIRED_RUNS's, for one expired run it skipped because
+ * another transaction held its row (most often the dead agent's own claim,
+ * which reads its run FOR SHARE): the row is waited for, within a share of
+ * BUSY_WAIT_MS behind a savepoint of its own, so such a run is never skipped
+ * for ever and a row held longer holds up no other. In id order, each run
+ * after its agent (LOCK_BUSY_RUN_AGENT): no deadlock with another sweeper or
+ * disableAgent (a cycle with an adoption is aborted and retried). The agents'
+ * rows stay FOR SHARE until the busy transaction commits (at most
+ * BUSY_WAIT_MS of waits), so a disableAgent or key rotation of those agents
+ * waits as long. The lease is re-checked on the newest row version.
+ * Replayed by test/locks/sweep.test.ts ("is timed out and its locks freed in
+ * one sweep, which waits for its agent's statement (FOR SHARE) instead of
+ * skipping it") and test/locks/sweepPastHeldRows.test.ts.
+ */
 const timeOutBusyExpiredRun = (runId: string) =>
   statement(
     "TIME_OUT_BUSY_EXPIRED_RUNS",
