@@ -12,9 +12,10 @@ RUN npm install -g npm@11 --no-audit --no-fund
 WORKDIR /app
 COPY package.json package-lock.json prisma.config.ts codegen.ts schema.graphql tsconfig.json tsconfig.build.json ./
 COPY prisma ./prisma
+COPY scripts ./scripts
 COPY test/operations ./test/operations
 COPY src ./src
-# npm ci's postinstall generates Prisma's client and the typed documents, then
+# npm ci's postprepare (scripts/prepare.sh) generates Prisma's client and the typed documents, then
 # builds dist/: the API, the CLI, the SDK and the board's page.
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev --no-audit --no-fund
 

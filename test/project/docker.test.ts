@@ -42,4 +42,12 @@ it("every file the Dockerfile copies from the repository exists and is not exclu
   for (const command of commands) expect(existsSync(path.join(ROOT, `${command.replace(/^dist/, "src")}.ts`)), command).toBe(true);
   expect(JSON.parse(read("tsconfig.build.json").replace(/^\s*\/\/.*$/gm, "")).compilerOptions).toMatchObject({ outDir: "dist", rootDir: "src" });
   expect(dockerfile).toMatch(/^USER node$/m);
+  // `npm ci` in the image runs the package's install-time scripts: every file they name is copied in first.
+  const scripts = JSON.parse(read("package.json")).scripts as Record<string, string>;
+  const named = ["preinstall", "install", "postinstall", "prepare", "postprepare"].flatMap((k) => scripts[k]?.match(/[\w./-]+\.(?:sh|ts|mjs|js)\b/g) ?? []);
+  for (const file of named)
+    expect(
+      copies.some((c) => file === c || file.startsWith(`${c}/`)),
+      `${file} (run by npm ci) is copied`,
+    ).toBe(true);
 });
