@@ -11,6 +11,8 @@ import type { Server } from "node:http";
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../config.js";
 import { connectDb } from "../db/client.js";
+import type { Db } from "../db/client.js";
+import { queryOne, sql, statement } from "../db/sql.js";
 import { createInProcessBus, createRedisBus } from "../events/bus.js";
 import { previewSweep, sweep } from "../locks/recovery/sweep.js";
 import { pruneLedger } from "../retention/partitions.js";
@@ -48,23 +50,53 @@ const RETENTION_EVERY_MS = 60 * 60 * 1000;
 
 const ago = (seconds: number | null) => (seconds === null ? "" : seconds < 120 ? `${seconds} s ago` : `${Math.round(seconds / 60)} min ago`);
 
-/** --dry-run's list, for the operator reading a terminal. */
-function printPreview(p: SweepPreview, limit: number): void {
+/** What --dry-run prints beside ids: each issue's title and each agent's name. */
+interface Names {
+  titles: Record<string, string>;
+  agents: Record<string, string>;
+}
+
+/** The titles and names of the issues and agents a preview lists, in one statement. */
+function previewNames(db: Db, p: SweepPreview): Promise<Names> {
+  const issueIds = p.issues.map((i) => i.issueId);
+  const agentIds = [...p.runs.map((r) => r.agentId), ...p.issues.map((i) => i.agentId)].filter((a): a is string => a !== null);
+  return queryOne<Names>(
+    db,
+    statement(
+      "PREVIEW_SWEEP_NAMES",
+      sql`SELECT
+        (SELECT coalesce(json_object_agg(id, title), '{}') FROM issues WHERE id = ANY(${issueIds}::uuid[])) AS titles,
+        (SELECT coalesce(json_object_agg(id, name), '{}') FROM agents WHERE id = ANY(${agentIds}::uuid[])) AS agents`,
+    ),
+  );
+}
+
+/** A title or name as a line shows it: quoted, cut to `width` characters. */
+const named = (text: string | undefined, width = 40) => {
+  if (text === undefined) return "";
+  const line = text.replace(/\s+/g, " ");
+  return JSON.stringify(line.length > width ? `${line.slice(0, width - 1)}…` : line);
+};
+
+/** --dry-run's list, for the operator reading a terminal: ids, with each issue's title and each agent's name beside them. */
+function printPreview(p: SweepPreview, limit: number, names: Names): void {
   const lines = ["Dry run: nothing was changed.", ""];
   const more = (shown: number, total: number) => (total > shown ? [`  … and ${total - shown} more`] : []);
+  const agent = (id: string | null) => (id === null ? "?" : `${named(names.agents[id])} ${id}`.trim());
+  const issue = (id: string) => `issue ${id} ${named(names.titles[id])}`.trim();
   lines.push(`Runs to time out: ${p.timedOutRuns}`);
-  for (const r of p.runs) lines.push(`  run ${r.runId}  agent ${r.agentId}  company ${r.companyId}  lease expired ${ago(r.expiredFor)}`);
+  for (const r of p.runs) lines.push(`  run ${r.runId}  agent ${agent(r.agentId)}  company ${r.companyId}  lease expired ${ago(r.expiredFor)}`);
   lines.push(...more(p.runs.length, p.timedOutRuns), "");
   const freed = p.issues.filter((i) => i.runId !== null);
   lines.push(`Issues held by dead runs, to free: ${p.recoveredIssues}`);
   for (const i of freed) {
-    const holder = `run ${i.runId} (agent ${i.agentId ?? "?"}, ${i.runStatus}${i.deadFor === null ? "" : ` ${ago(i.deadFor)}`})`;
-    lines.push(`  issue ${i.issueId}  ${i.status}  held by ${holder}  → ${i.becomes}, attempts ${i.attemptCount} of ${i.maxAttempts}`);
+    const holder = `run ${i.runId} (agent ${agent(i.agentId)}, ${i.runStatus}${i.deadFor === null ? "" : ` ${ago(i.deadFor)}`})`;
+    lines.push(`  ${issue(i.issueId)}  ${i.status}  held by ${holder}  → ${i.becomes}, attempts ${i.attemptCount} of ${i.maxAttempts}`);
   }
   lines.push(...more(freed.length, p.recoveredIssues), "");
   const exhausted = p.issues.filter((i) => i.runId === null);
   lines.push(`OPEN issues with no attempt left, to escalate: ${p.escalatedIssues}`);
-  for (const i of exhausted) lines.push(`  issue ${i.issueId}  company ${i.companyId}  attempts ${i.attemptCount} of ${i.maxAttempts}  → ESCALATED`);
+  for (const i of exhausted) lines.push(`  ${issue(i.issueId)}  company ${i.companyId}  attempts ${i.attemptCount} of ${i.maxAttempts}  → ESCALATED`);
   lines.push(...more(exhausted.length, p.escalatedIssues));
   if (p.runs.length === limit || freed.length === limit || exhausted.length === limit) lines.push("", `(at most ${limit} of each are listed)`);
   process.stdout.write(`${lines.join("\n")}\n`);
@@ -169,7 +201,7 @@ async function main() {
     const started = performance.now();
     try {
       const preview = await previewSweep(db.prisma, limit);
-      printPreview(preview, limit);
+      printPreview(preview, limit, await previewNames(db.prisma, preview));
       const { timedOutRuns, recoveredIssues, escalatedIssues } = preview;
       log("info", "recovery dry run (nothing changed)", { timedOutRuns, recoveredIssues, escalatedIssues, ms: Math.round(performance.now() - started) });
     } catch (err) {

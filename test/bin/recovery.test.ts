@@ -158,7 +158,7 @@ describe("recovery, with real processes", () => {
   it("--dry-run changes nothing, and --once works on the embedded default too", async () => {
     const co = await createCompany(h, 1);
     const agent = co.agents[0]!;
-    await co.board.ok(Ops.CreateIssueDocument, { input: { title: "x", assigneeAgentId: agent.id } });
+    await co.board.ok(Ops.CreateIssueDocument, { input: { title: "Fix the login page", assigneeAgentId: agent.id } });
     const run = (await agent.client.ok(Ops.StartRunDocument)).startRun;
     await holdLeases([run.id]);
     expect((await agent.client.ok(Ops.ClaimIssueDocument, { runId: run.id })).claimIssue.__typename).toBe("IssueClaimed");
@@ -169,8 +169,13 @@ describe("recovery, with real processes", () => {
     // The operator sees which run and which issue, not only counts.
     const issueId = (await h.one<{ id: string }>("SELECT id FROM issues WHERE checkout_run_id = $1", [run.id])).id;
     expect(dry.lines).toContain("Dry run: nothing was changed.");
-    expect(dry.lines.find((l) => l.includes(`run ${run.id}`) && l.includes(`agent ${agent.id}`) && l.includes("lease expired"))).toBeDefined();
-    expect(dry.lines.find((l) => l.includes(`issue ${issueId}`) && l.includes("CLAIMED") && l.includes("→ OPEN, attempts 1 of 3"))).toBeDefined();
+    // Each agent's name and each issue's title beside its id.
+    expect(dry.lines.find((l) => l.includes(`run ${run.id}`) && l.includes(`agent "${agent.name}" ${agent.id}`) && l.includes("lease expired"))).toBeDefined();
+    expect(
+      dry.lines.find(
+        (l) => l.includes(`issue ${issueId} "Fix the login page"`) && l.includes(`agent "${agent.name}" ${agent.id}`) && l.includes("→ OPEN, attempts 1 of 3"),
+      ),
+    ).toBeDefined();
     expect(await h.sql("SELECT 1 FROM issues WHERE checkout_run_id = $1", [run.id])).toHaveLength(1);
 
     const dataDir = mkdtempSync(path.join(tmpdir(), "baton-embedded-"));
