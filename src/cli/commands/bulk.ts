@@ -108,10 +108,8 @@ export async function createFromFile(ctx: Context, file: string): Promise<number
       throw new Usage(`${file === "-" ? "stdin" : file}, ${line ? `line ${line}` : `lines ${batch[0]!.n}–${batch.at(-1)!.n}`}: ${why}${before}`);
     }
   }
+  const calls = Math.ceil(lines.length / BATCH);
   if (ctx.json) ctx.out(JSON.stringify(created));
-  else
-    ctx.out(
-      `created ${created.length} issue${created.length === 1 ? "" : "s"} (${Math.ceil(lines.length / BATCH)} createIssues call${lines.length > BATCH ? "s" : ""})`,
-    );
+  else ctx.out(`created ${created.length} issue${created.length === 1 ? "" : "s"} (${calls} createIssues call${calls > 1 ? "s" : ""})`);
   return 0;
 }
