@@ -22,6 +22,7 @@ import { shapeLimits } from "./bounds/queryShape.js";
 import { schema } from "./graphql/schema.js";
 import { Admission } from "./bounds/admission.js";
 import { bodyLimit } from "./bounds/body.js";
+import { withConnectionLostMessage } from "./http/graphiqlPage.js";
 import { corsOption } from "./http/headers.js";
 import { routes } from "./http/routes.js";
 import { httpServer } from "./http/server.js";
@@ -116,10 +117,10 @@ export function buildApp(deps: AppDeps): App {
   const yoga = createYoga<TransportContext>({
     schema,
     graphqlEndpoint: "/graphql",
-    graphiql: { subscriptionsProtocol: "WS", title: "Baton", defaultQuery: GRAPHIQL_WELCOME },
+    graphiql: { subscriptionsProtocol: "WS", title: "Baton", defaultQuery: GRAPHIQL_WELCOME, favicon: "/favicon.ico" },
     // GraphiQL's page with its assets inlined from the installed package (no CDN: it works offline),
-    // loaded on the first visit and kept.
-    renderGraphiQL: (options) => (graphiqlPage ??= import("@graphql-yoga/render-graphiql").then((m) => m.renderGraphiQL(options))),
+    // loaded on the first visit and kept; a dropped subscription says so in words (src/http/graphiqlPage.ts).
+    renderGraphiQL: (options) => (graphiqlPage ??= import("@graphql-yoga/render-graphiql").then((m) => withConnectionLostMessage(m.renderGraphiQL(options)))),
     landingPage: false,
     // What a client sees of an error, over HTTP, SSE and WebSocket alike: src/graphql/errors.ts.
     maskedErrors: { maskError: maskError(deps.log, metrics) },

@@ -1,6 +1,6 @@
-// Every HTTP request's route: /healthz, /readyz, /metrics, /board, and
-// /graphql (GraphQL over HTTP and SSE, GraphiQL) through yoga. Security
-// headers go on every answer.
+// Every HTTP request's route: /healthz, /readyz, /metrics, /board, / and
+// /favicon.ico (src/http/landing.ts), and /graphql (GraphQL over HTTP and
+// SSE, GraphiQL) through yoga. Security headers go on every answer.
 //
 // A request to /graphql is authenticated from its headers before its body is
 // read, so that a caller without a valid key gets the small limits
@@ -18,6 +18,7 @@ import type { Limits } from "../bounds/settings.js";
 import type { Metrics } from "../metrics.js";
 import type { Admission } from "../bounds/admission.js";
 import { boardAssets, isBoardPath } from "./board.js";
+import { isLandingPath, serveLanding } from "./landing.js";
 import { answerExpectContinue, bodyLimitOf, discardRest } from "../bounds/body.js";
 import { setSecurityHeaders } from "./headers.js";
 
@@ -91,6 +92,7 @@ export function routes(deps: RouteDeps): (req: IncomingMessage, res: ServerRespo
       return;
     }
     if (isBoardPath(path)) return serveBoard(req, res, path);
+    if (isLandingPath(path)) return serveLanding(req, res, path);
     if (path === "/metrics") {
       res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
       return;
