@@ -1,7 +1,8 @@
 // Typed documents, checked against the printed schema.graphql and turned into
-// TypedDocumentNodes: the tests' operations (test/operations → test/generated)
-// and the baton/client SDK's own with the `baton` CLI's (src/client/operations and
-// src/cli/operations → src/client/generated, the CLI's read as the SDK's `Documents`).
+// TypedDocumentNodes: the tests' operations (test/operations → test/generated),
+// the baton/client SDK's own (src/client/operations → src/client/generated, its
+// public `Documents`) and the `baton` CLI's, with the SDK's it also uses
+// (src/cli/operations and src/client/operations → src/cli/generated).
 // The board's (src/board/operations → src/board/generated) are plain strings
 // (documentMode "string"), so the page it runs in needs no GraphQL library.
 import type { CodegenConfig } from "@graphql-codegen/cli";
@@ -22,7 +23,8 @@ const config: CodegenConfig = {
   ignoreNoDocuments: true,
   generates: {
     "test/generated/": { ...preset, documents: ["test/operations/**/*.graphql"] },
-    "src/client/generated/": { ...preset, documents: ["src/client/operations/**/*.graphql", "src/cli/operations/**/*.graphql"] },
+    "src/client/generated/": { ...preset, documents: ["src/client/operations/**/*.graphql"] },
+    "src/cli/generated/": { ...preset, documents: ["src/client/operations/**/*.graphql", "src/cli/operations/**/*.graphql"] },
     "src/board/generated/": {
       ...preset,
       presetConfig: { ...preset.presetConfig, persistedDocuments: false },

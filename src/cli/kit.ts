@@ -3,7 +3,8 @@
 // token stands for. It imports no command, so any command may import it.
 import { parseArgs } from "node:util";
 import type { ParseArgsConfig } from "node:util";
-import { BatonError, Documents } from "../client/index.js";
+import { BatonError } from "../client/index.js";
+import * as Documents from "./generated/graphql.js";
 import type { Baton } from "../client/index.js";
 
 export interface Context {

@@ -1,5 +1,5 @@
 // `baton audit`: lockAudit, with an exit code a script can test.
-import { Documents } from "../../client/index.js";
+import * as Documents from "../generated/graphql.js";
 import { companyOf, parse } from "../kit.js";
 import type { Context } from "../kit.js";
 

@@ -2,7 +2,8 @@
 // (FILE `-`: stdin), every line checked before anything is sent, then
 // createIssues calls of BATCH lines, each one transaction.
 import { readFileSync } from "node:fs";
-import { BatonError, Documents } from "../../client/index.js";
+import { BatonError } from "../../client/index.js";
+import * as Documents from "../generated/graphql.js";
 import { type ISSUE_STATUSES, PRIORITIES, Usage } from "../kit.js";
 import type { Context } from "../kit.js";
 

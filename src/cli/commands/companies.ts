@@ -1,5 +1,5 @@
 // `baton company create NAME` (admin token): a company and its board key.
-import { Documents } from "../../client/index.js";
+import * as Documents from "../generated/graphql.js";
 import { parse, Usage } from "../kit.js";
 import type { Context } from "../kit.js";
 

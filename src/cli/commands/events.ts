@@ -2,7 +2,8 @@
 // A table whose columns have fixed widths (it is printed as events come), each
 // issue's title and agent's name beside the ids; --json prints the events as
 // the API gives them, one object per line, ids only.
-import { Documents, EventsPrunedError } from "../../client/index.js";
+import { EventsPrunedError } from "../../client/index.js";
+import * as Documents from "../generated/graphql.js";
 import { agentNames, companyOf, cut, parse, Pruned } from "../kit.js";
 import type { Context } from "../kit.js";
 

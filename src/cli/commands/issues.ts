@@ -1,6 +1,6 @@
 // `baton issues` (the list) and `baton issue show | create | update |
 // force-release | requeue | cancel` (one issue; create --from FILE, many).
-import { Documents } from "../../client/index.js";
+import * as Documents from "../generated/graphql.js";
 import { agentNames, companyOf, cut, expect, ISSUE_STATUSES, oneOf, parse, PRIORITIES, Problem, statuses, table, Usage, wholeNumber } from "../kit.js";
 import type { Context } from "../kit.js";
 import { createFromFile } from "./bulk.js";

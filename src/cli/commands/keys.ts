@@ -1,6 +1,6 @@
 // `baton agents`, `baton agent create | rotate-key | disable | enable` and
 // `baton board rotate-key`: keys and agents (board key, or the admin token).
-import { Documents } from "../../client/index.js";
+import * as Documents from "../generated/graphql.js";
 import { companyOf, parse, table, Usage } from "../kit.js";
 import type { Context } from "../kit.js";
 

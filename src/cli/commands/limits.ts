@@ -1,6 +1,6 @@
 // `baton limits` (the company's concurrency limits) and `baton limit set |
 // remove` (one key's cap, board key).
-import { Documents } from "../../client/index.js";
+import * as Documents from "../generated/graphql.js";
 import { companyOf, parse, table, Usage } from "../kit.js";
 import type { Context } from "../kit.js";
 

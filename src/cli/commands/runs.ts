@@ -1,5 +1,5 @@
 // `baton runs`: the company's runs, newest first, with the lease left.
-import { Documents } from "../../client/index.js";
+import * as Documents from "../generated/graphql.js";
 import { agentNames, companyOf, cut, parse, RUN_STATUSES, statuses, table } from "../kit.js";
 import type { Context } from "../kit.js";
 

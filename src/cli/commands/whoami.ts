@@ -1,5 +1,5 @@
 // `baton whoami`: the token's role, company and agent.
-import { Documents } from "../../client/index.js";
+import * as Documents from "../generated/graphql.js";
 import { parse, table } from "../kit.js";
 import type { Context } from "../kit.js";
 

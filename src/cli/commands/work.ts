@@ -30,7 +30,8 @@
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { onStopSignals } from "../../bin/shutdown.js";
-import { Documents, Requeue } from "../../client/index.js";
+import { Requeue } from "../../client/index.js";
+import * as Documents from "../generated/graphql.js";
 import type { Job, WorkIssue } from "../../client/index.js";
 import { parse, Usage, wholeNumber, WrongKey } from "../kit.js";
 import type { Context } from "../kit.js";
