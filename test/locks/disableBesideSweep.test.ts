@@ -7,7 +7,8 @@
 //
 // The stagger: a gate connection holds the first of A's runs FOR SHARE, so
 // DISABLE_AGENT (its agent row locked) waits on that run before it has changed
-// any; the sweep starts meanwhile; then the gate opens.
+// any; the sweep starts meanwhile (its busy pass would reach A's other runs
+// first); then the gate opens.
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { DisableAgentDocument } from "../../src/client/generated/graphql.js";
@@ -38,14 +39,19 @@ async function untilWaiting(n: number): Promise<void> {
 it("a sweep beside disableAgent ends the agent's expired runs all by one or all by the other, never some each", async () => {
   const co = await createCompany(h, 2);
   const [a, b] = co.agents;
-  const runsOf = async (agent: typeof a, n: number) => {
-    const ids: string[] = [];
-    for (let i = 0; i < n; i++) ids.push((await agent!.client.ok(Ops.StartRunDocument)).startRun.id);
-    return ids;
-  };
-  const aRuns = await runsOf(a, 4);
-  const bRuns = await runsOf(b, 2);
-  await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 minute' WHERE id = ANY($1)", [[...aRuns, ...bRuns]]);
+  // A's runs made directly, so that DISABLE_AGENT (physical order) meets the gated run first
+  // while the sweep's busy pass (id order) meets the others first.
+  const aRuns = ["ffffffff-ffff-4fff-bfff-ffffffffffff", "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"];
+  for (const id of aRuns) {
+    await h.sql(
+      `INSERT INTO heartbeat_runs (id, company_id, agent_id, status, started_at, last_heartbeat_at, lease_expires_at)
+       VALUES ($1, $2, $3, 'RUNNING', now(), now(), now() - interval '1 minute')`,
+      [id, co.id, a!.id],
+    );
+  }
+  const bRuns: string[] = [];
+  for (let i = 0; i < 2; i++) bRuns.push((await b!.client.ok(Ops.StartRunDocument)).startRun.id);
+  await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 minute' WHERE id = ANY($1)", [bRuns]);
 
   const gate = new pg.Client({ connectionString: h.database.url });
   await gate.connect();
