@@ -45,6 +45,11 @@ export function span(ms: number): string {
   return `${Math.round(s / 86_400)} d`;
 }
 
+/** "1 issue", "2 issues": a count with its noun, singular or plural. */
+export function counted(n: number, noun: string, plural = `${noun}s`): string {
+  return `${n.toLocaleString("en")} ${n === 1 ? noun : plural}`;
+}
+
 export function shortId(id: string | null | undefined): string {
   return id ? id.slice(0, 8) : "";
 }

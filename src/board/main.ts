@@ -25,6 +25,8 @@ import type { Role } from "./generated/graphql.js";
 import { Store } from "./store.js";
 import { AgentsView } from "./views/agents.js";
 import { AuditView } from "./views/audit.js";
+import { BulkView } from "./views/bulk.js";
+import { CreateView } from "./views/create.js";
 import { DetailView } from "./views/detail.js";
 import { EventsView } from "./views/events.js";
 import { IssuesView } from "./views/issues.js";
@@ -158,12 +160,15 @@ async function board(session: Session) {
   const store = new Store();
   byId("sign-in-view").hidden = true;
   byId("board").hidden = false;
+  byId("sign-out").hidden = false;
   byId("notice-dismiss").addEventListener("click", () => (byId("notice").hidden = true));
   setLive("connecting");
 
   const detail = new DetailView(api, store, session.companyId);
   const open = (id: string) => void detail.open(id);
-  const issues = new IssuesView(store, open);
+  const bulk = new BulkView(api, store, () => issues);
+  const issues: IssuesView = new IssuesView(store, open, () => bulk.selectionChanged());
+  const create = new CreateView(api, store);
   const runs = new RunsView(store, open);
   const events = new EventsView(api, store, session.companyId, open);
   const audit = new AuditView(api, session.companyId);
@@ -193,6 +198,7 @@ async function board(session: Session) {
       scheduled = false;
       const now = Date.now();
       issues.render(now);
+      if (changed) create.render();
       if (!byId("tab-runs").hidden) runs.render(now);
       if (changed && !byId("tab-agents").hidden) agents.render();
       if (changed && !byId("tab-events").hidden) events.render();

@@ -11,6 +11,37 @@ export type Agent = BoardAgentFragment;
 export const STATUSES: readonly IssueStatus[] = ["OPEN", "CLAIMED", "IN_PROGRESS", "BLOCKED", "ESCALATED", "BACKLOG", "DONE", "CANCELLED"];
 export const PRIORITY_ORDER = { CRITICAL: 0, HIGH: 1, MEDIUM: 2, LOW: 3 } as const;
 
+/** DONE and CANCELLED: no lock verb or board move leaves them. */
+export const TERMINAL: ReadonlySet<IssueStatus> = new Set(["DONE", "CANCELLED"]);
+
+/** Where the board may move a status with updateIssue: BOARD_TRANSITIONS of src/model/board.ts (docs/lifecycle.md, Board transitions). */
+export const BOARD_MOVES: Readonly<Record<IssueStatus, readonly IssueStatus[]>> = {
+  BACKLOG: ["OPEN", "CANCELLED"],
+  OPEN: ["CANCELLED"],
+  CLAIMED: ["CANCELLED"],
+  IN_PROGRESS: ["CANCELLED"],
+  BLOCKED: ["OPEN", "CANCELLED"],
+  ESCALATED: ["OPEN", "CANCELLED"],
+  DONE: [],
+  CANCELLED: [],
+};
+
+/**
+ * The operator actions an issue's status allows: force release while a run holds it (CLAIMED,
+ * IN_PROGRESS); requeue where updateIssue may move it to OPEN (an ESCALATED issue needs an attempt
+ * left: raising max attempts reopens it); cancel where it may move to CANCELLED; changing the key or
+ * max attempts while it is not finished.
+ */
+export function actionsFor(issue: Pick<Issue, "status" | "attemptCount" | "maxAttempts">) {
+  const moves = BOARD_MOVES[issue.status];
+  return {
+    forceRelease: issue.status === "CLAIMED" || issue.status === "IN_PROGRESS",
+    requeue: moves.includes("OPEN") && !(issue.status === "ESCALATED" && issue.attemptCount >= issue.maxAttempts),
+    cancel: moves.includes("CANCELLED"),
+    edit: !TERMINAL.has(issue.status),
+  };
+}
+
 /** How many events the tail keeps in memory; older ones are a "load older" away. */
 const TAIL_KEEP = 2_000;
 

@@ -78,7 +78,8 @@ async function startProxy(target: number): Promise<Proxy> {
 }
 
 const row = (title: string) => page.locator("#issues-body tr", { has: page.getByRole("button", { name: title, exact: true }) });
-const cell = (title: string, column: number) => row(title).locator("td").nth(column);
+/** A row's cell by column (Status is 0), after the row's checkbox. */
+const cell = (title: string, column: number) => row(title).locator("td:not(.select)").nth(column);
 const agentRow = (id: string) => page.locator(`#agents-body tr[data-agent="${id}"]`);
 
 /** What the server makes of a key: its role, or the error code that refuses it. */
@@ -152,6 +153,17 @@ it("serves the page with a policy that allows no inline script and no other orig
   expect((await fetch(`${origin}/board/nothing.js`)).status).toBe(404);
 });
 
+it("before sign-in shows only the sign-in form: no company picker, Open board or Sign out", async () => {
+  await page.goto(`${origin}/board`);
+  await page.getByLabel("Board key").waitFor();
+  expect(await page.getByRole("button", { name: "Sign in" }).isVisible()).toBe(true);
+  for (const hidden of [page.locator("#company-picker"), page.getByRole("button", { name: "Open board" }), page.getByRole("button", { name: "Sign out" })]) {
+    expect(await hidden.isVisible()).toBe(false);
+  }
+  // Hidden by the hidden attribute, whatever display a style rule gives the element.
+  expect(await page.locator("#company-picker").evaluate((el) => getComputedStyle(el).display)).toBe("none");
+});
+
 it("refuses a wrong key with a message, and signs in with a board key: the seeded issues with their holders", async () => {
   await page.goto(`${origin}/board`);
   await page.getByLabel("Board key").fill("not-a-real-key-0123456789");
@@ -161,6 +173,8 @@ it("refuses a wrong key with a message, and signs in with a board key: the seede
   await page.getByLabel("Board key").fill(co.board.token!);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.locator("#board[data-loaded='6']").waitFor();
+  expect(await page.getByRole("button", { name: "Sign out" }).isVisible()).toBe(true);
+  expect(await page.locator("#issues-page").innerText()).toBe("6 issues · page 1 of 1");
   expect(await cell("Held by agent one", 0).innerText()).toBe("CLAIMED");
   expect(await cell("Held by agent one", 5).innerText()).toMatch(/^Agent 1 · run [0-9a-f]{8} · heartbeat \d+ s ago$/);
   expect(await cell("Nobody holds this", 0).innerText()).toBe("OPEN");
@@ -183,7 +197,14 @@ it("shows a claim, an acquire and a release as they commit, without reload; the 
   await expect.poll(() => cell("Watched live", 0).innerText(), { timeout: 5000 }).toBe("IN_PROGRESS");
   expect(await cell("Watched live", 7).innerText()).toBe("1 / 3");
   await agent.ok(Ops.ReleaseIssueDocument, { runId, issueId: issues.live, outcome: "DONE" });
-  await expect.poll(() => cell("Watched live", 0).innerText(), { timeout: 5000 }).toBe("DONE");
+  // A DONE issue leaves the default list; one click on "Show DONE and CANCELLED" shows it.
+  await expect.poll(() => row("Watched live").count(), { timeout: 5000 }).toBe(0);
+  const finished = page.getByRole("checkbox", { name: /^Show DONE and CANCELLED/ });
+  expect(await finished.isChecked()).toBe(false);
+  await finished.check();
+  expect(await cell("Watched live", 0).innerText()).toBe("DONE");
+  await finished.uncheck();
+  expect(await row("Watched live").count()).toBe(0);
   expect(navigations).toEqual([]);
 
   await page.getByRole("tab", { name: "Events" }).click();
@@ -246,10 +267,27 @@ it("shows a holder whose lease lapsed as dead, and the row OPEN again after `npm
   expect(await cell("Lease will lapse", 5).innerText()).toBe("");
 });
 
+/** Which of the issue panel's actions are shown, by their names. */
+async function offered(): Promise<string[]> {
+  const dialog = page.getByRole("dialog");
+  const names: [string, ReturnType<Page["locator"]>][] = [
+    ["Force release", dialog.getByRole("button", { name: "Force release" })],
+    ["Requeue", dialog.getByRole("button", { name: "Requeue" })],
+    ["Cancel issue", dialog.getByRole("button", { name: "Cancel issue" })],
+    ["Change key", dialog.getByRole("button", { name: "Change key" })],
+    ["Raise max attempts", dialog.getByRole("button", { name: "Raise max attempts" })],
+  ];
+  const shown: string[] = [];
+  for (const [name, button] of names) if (await button.isVisible()) shown.push(name);
+  return shown;
+}
+
 it("force-releases from the page with a typed reason: a FORCE_RELEASED event carries it, and the answer is shown", async () => {
-  await row("Force-release me").getByRole("button").click();
+  await row("Force-release me").getByRole("button", { name: "Force-release me" }).click();
   const dialog = page.getByRole("dialog");
   await expect.poll(() => dialog.locator("#detail-title").innerText()).toBe("Force-release me");
+  // CLAIMED: force release and cancel; no requeue (not a board move from CLAIMED).
+  await expect.poll(offered).toEqual(["Force release", "Cancel issue", "Change key", "Raise max attempts"]);
   await dialog.getByRole("button", { name: "Force release" }).click();
   await expect.poll(() => dialog.locator("#action-answer").innerText()).toContain("reason is required");
 
@@ -263,12 +301,14 @@ it("force-releases from the page with a typed reason: a FORCE_RELEASED event car
   // The history shows the event, and its reason as text.
   await expect.poll(() => dialog.locator("#detail-history").innerText()).toContain(`FORCE_RELEASED → OPEN`);
   expect(await dialog.locator("#detail-history").innerText()).toContain(XSS_REASON);
+  // OPEN: nothing holds it, and it is already open.
+  await expect.poll(offered).toEqual(["Cancel issue", "Change key", "Raise max attempts"]);
 
-  // A Problem is an answer too: CANCELLED is terminal, so requeueing it is not a transition.
+  // CANCELLED is terminal: no action is offered, and the panel says so.
   await dialog.getByRole("button", { name: "Cancel issue" }).click();
   await expect.poll(() => dialog.locator("#action-answer").innerText()).toBe("IssueUpdated: the issue is CANCELLED.");
-  await dialog.getByRole("button", { name: "Requeue" }).click();
-  await expect.poll(() => dialog.locator("#action-answer").innerText()).toMatch(/^InvalidTransition: /);
+  await expect.poll(offered).toEqual([]);
+  expect(await dialog.locator("#actions-none").innerText()).toBe("This issue is finished: no action applies.");
   await dialog.getByRole("button", { name: "Close" }).click();
 });
 
@@ -281,8 +321,10 @@ it("raises max attempts of an escalated issue from the page, which reopens it", 
   await agent.client.ok(Ops.AcquireExecutionDocument, { runId, issueId: createIssue.id });
   await agent.client.ok(Ops.ReleaseIssueDocument, { runId, issueId: createIssue.id, outcome: "FAILED" });
   await expect.poll(() => cell("Out of attempts", 0).innerText(), { timeout: 5000 }).toBe("ESCALATED");
-  await row("Out of attempts").getByRole("button").click();
+  await row("Out of attempts").getByRole("button", { name: "Out of attempts" }).click();
   const dialog = page.getByRole("dialog");
+  // ESCALATED with no attempt left: requeue would be refused, so raising max attempts is what is offered.
+  await expect.poll(offered).toEqual(["Cancel issue", "Change key", "Raise max attempts"]);
   await expect.poll(() => dialog.getByLabel("Max attempts").inputValue()).toBe("2");
   await dialog.getByLabel("Max attempts").fill("3");
   await dialog.getByRole("button", { name: "Raise max attempts" }).click();
@@ -328,6 +370,135 @@ it("signs in with the admin token and a company picker", async () => {
   }
 });
 
+it("colours each status with its word, shows which status chips are on, counts in the singular for one, and explains its terms", async () => {
+  const chip = page.locator("#status-filter button.status-OPEN");
+  expect(await chip.getAttribute("aria-pressed")).toBe("false");
+  const off = await chip.evaluate((el) => [getComputedStyle(el).backgroundColor, getComputedStyle(el, "::before").content]);
+  await chip.click();
+  expect(await chip.getAttribute("aria-pressed")).toBe("true");
+  const on = await chip.evaluate((el) => [getComputedStyle(el).backgroundColor, getComputedStyle(el, "::before").content]);
+  // On is visible without colour too: a check mark before the status.
+  expect(on[1]).toBe(`"✓ "`);
+  expect(off[1]).not.toBe(`"✓ "`);
+  expect(on[0]).not.toBe(off[0]);
+  expect(await row("Held by agent one").count()).toBe(0);
+  await chip.click();
+  expect(await chip.getAttribute("aria-pressed")).toBe("false");
+
+  // Each status has its own colour, and the cell says the status in words.
+  const colours = async (title: string) => cell(title, 0).evaluate((el) => `${getComputedStyle(el).color} on ${getComputedStyle(el).backgroundColor}`);
+  expect(await cell("Held by agent one", 0).innerText()).toBe("CLAIMED");
+  expect(await cell("Nobody holds this", 0).innerText()).toBe("OPEN");
+  expect(await colours("Held by agent one")).not.toBe(await colours("Nobody holds this"));
+  expect(await colours("Nobody holds this")).not.toContain("rgba(0, 0, 0, 0)");
+
+  await page.getByLabel("Search").fill("Nobody holds");
+  await expect.poll(() => page.locator("#issues-page").innerText()).toBe("1 issue · page 1 of 1");
+  await page.getByLabel("Search").fill("");
+
+  // The legend and the headers' tooltips say what a run, a lock epoch, an attempt and the two locks are.
+  await page.getByText("What the columns mean").click();
+  const legend = await page.locator("#legend").innerText();
+  for (const term of ["Run", "Checkout lock", "Execution lock", "Lock epoch", "Attempts"]) expect(legend).toContain(term);
+  expect(legend).toContain("fencing token");
+  expect(await page.locator("#issues-head th[data-key=epoch]").getAttribute("title")).toMatch(/^Lock epoch: the fencing token/);
+  expect(await page.locator("#issues-head th[data-key=attempts]").getAttribute("title")).toMatch(/^Attempts used of allowed/);
+  await page.getByText("What the columns mean").click();
+});
+
+it("creates an issue from the page with every field; a bad field is named and nothing is created", async () => {
+  const count = async () => Number((await h.one<{ n: string }>("SELECT count(*) AS n FROM issues WHERE company_id = $1", [co.id])).n);
+  const before = await count();
+  await page.getByText("New issue", { exact: true }).click();
+  const form = page.locator("#create-form");
+  await form.getByRole("button", { name: "Create issue" }).click();
+  await expect.poll(() => page.locator("#create-answer").innerText()).toBe("A title is required.");
+  await form.getByLabel("Title (required)").fill("Made on the board");
+  await form.getByLabel("Max attempts").fill("0");
+  await form.getByRole("button", { name: "Create issue" }).click();
+  await expect.poll(() => page.locator("#create-answer").innerText()).toBe("Max attempts must be a whole number from 1 to 100.");
+  expect(await count()).toBe(before);
+
+  await form.getByLabel("Description").fill("Written from the board's form.");
+  await form.getByLabel("Priority").selectOption("HIGH");
+  await form.getByLabel("Assignee").selectOption({ label: "Agent 2" });
+  await form.getByLabel("Concurrency key").fill("repo-board");
+  await form.getByLabel("Max attempts").fill("5");
+  await form.getByRole("button", { name: "Create issue" }).click();
+  await expect.poll(() => page.locator("#create-answer").innerText()).toBe("Created “Made on the board” (OPEN, HIGH).");
+  expect(
+    await h.one("SELECT title, description, priority::text, assignee_agent_id, concurrency_key, max_attempts FROM issues WHERE title = $1", [
+      "Made on the board",
+    ]),
+  ).toEqual({
+    title: "Made on the board",
+    description: "Written from the board's form.",
+    priority: "HIGH",
+    assignee_agent_id: co.agents[1]!.id,
+    concurrency_key: "repo-board",
+    max_attempts: 5,
+  });
+  await expect.poll(() => cell("Made on the board", 2).innerText()).toBe("HIGH");
+  expect(await form.getByLabel("Title (required)").inputValue()).toBe("");
+  await page.getByText("New issue", { exact: true }).click();
+});
+
+it("bulk actions: selects rows (one by one, or every row shown), requeues, cancels and sets priority, and says what changed and what was refused", async () => {
+  const agent = co.agents[0]!;
+  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
+    inputs: [
+      { title: "Bulk blocked", assigneeAgentId: agent.id, priority: "LOW" },
+      { title: "Bulk backlog", status: "BACKLOG", priority: "LOW" },
+      { title: "Bulk open", priority: "LOW" },
+    ],
+  });
+  const [blocked, backlog, open] = createIssues.map((i) => i.id);
+  const bulkRun = (await agent.client.ok(Ops.StartRunDocument)).startRun.id;
+  await agent.client.ok(Ops.ClaimIssueDocument, { runId: bulkRun, issueId: blocked! });
+  await agent.client.ok(Ops.ReleaseIssueDocument, { runId: bulkRun, issueId: blocked!, outcome: "BLOCKED" });
+  await page.getByLabel("Search").fill("Bulk ");
+  await expect.poll(() => page.locator("#issues-page").innerText(), { timeout: 5000 }).toBe("3 issues · page 1 of 1");
+  await expect.poll(() => cell("Bulk blocked", 0).innerText(), { timeout: 5000 }).toBe("BLOCKED");
+  const status = async (id: string) => (await h.one<{ status: string }>("SELECT status::text FROM issues WHERE id = $1", [id])).status;
+  const requeue = page.getByRole("button", { name: "Requeue selected" });
+  expect(await requeue.isDisabled()).toBe(true);
+
+  // Requeue the blocked and the open one: BLOCKED → OPEN is a board move, OPEN → OPEN keeps the status.
+  await row("Bulk blocked").getByRole("checkbox").check();
+  await row("Bulk open").getByRole("checkbox").check();
+  await expect.poll(() => page.locator("#bulk-count").innerText()).toBe("2 issues selected");
+  await requeue.click();
+  await expect.poll(() => page.locator("#bulk-answer").innerText()).toBe("2 issues requeued.");
+  expect(asked.at(-1)).toBe("Requeue 2 selected issues?");
+  expect(await status(blocked!)).toBe("OPEN");
+  expect(await page.locator("#bulk-count").innerText()).toBe("No issue selected");
+
+  // Priority of every row shown.
+  await page.getByRole("checkbox", { name: "Select every issue shown" }).check();
+  await expect.poll(() => page.locator("#bulk-count").innerText()).toBe("3 issues selected");
+  await page.locator("#bulk").getByLabel("Priority").selectOption("CRITICAL");
+  await page.getByRole("button", { name: "Set priority of selected" }).click();
+  await expect.poll(() => page.locator("#bulk-answer").innerText()).toBe("3 issues set to CRITICAL.");
+  expect(
+    (await h.sql<{ priority: string }>("SELECT priority::text FROM issues WHERE id = ANY($1)", [[blocked, backlog, open]])).map((r) => r.priority),
+  ).toEqual(["CRITICAL", "CRITICAL", "CRITICAL"]);
+
+  // Cancel one, then requeue all three: the cancelled one is refused, and the line says which and why; the others change.
+  await row("Bulk open").getByRole("checkbox").check();
+  await page.getByRole("button", { name: "Cancel selected" }).click();
+  await expect.poll(() => page.locator("#bulk-answer").innerText()).toBe("1 issue cancelled.");
+  await page.getByRole("checkbox", { name: /^Show DONE and CANCELLED/ }).check();
+  await page.getByRole("checkbox", { name: "Select every issue shown" }).check();
+  await requeue.click();
+  await expect
+    .poll(() => page.locator("#bulk-answer").innerText())
+    .toBe(`2 issues requeued, 1 refused: “Bulk open” (CANCELLED): InvalidTransition: the board cannot move issue ${open} from CANCELLED to OPEN.`);
+  expect(await status(open!)).toBe("CANCELLED");
+  expect(await status(backlog!)).toBe("OPEN");
+  await page.getByRole("checkbox", { name: /^Show DONE and CANCELLED/ }).uncheck();
+  await page.getByLabel("Search").fill("");
+});
+
 it("concurrency keys: a Key column and field, a key changed from the panel, and a limit set and removed from the Limits tab, its active count live", async () => {
   const agent = co.agents[0]!;
   const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
@@ -339,7 +510,7 @@ it("concurrency keys: a Key column and field, a key changed from the panel, and 
   });
   const [one, two, elsewhere] = createIssues.map((i) => i.id);
   await expect.poll(() => cell("Keyed one", 3).innerText(), { timeout: 5000 }).toBe("repo-a");
-  expect(await page.locator("#issues-head th").nth(3).innerText()).toBe("Key");
+  expect(await page.locator("#issues-head th:not(.select)").nth(3).innerText()).toBe("Key");
   expect(await cell("Keyed elsewhere", 3).innerText()).toBe("repo-b");
   expect(await cell("Nobody holds this", 3).innerText()).toBe("");
   const run = (await agent.client.ok(Ops.StartRunDocument)).startRun.id;
@@ -487,7 +658,7 @@ it("ledger retention: a company whose every event was pruned loads, goes live wi
     await agent.client.ok(Ops.AcquireExecutionDocument, { runId: quietRun, issueId: createIssue.id });
     const quietCell = other
       .locator("#issues-body tr", { has: other.getByRole("button", { name: "Quiet one", exact: true }) })
-      .locator("td")
+      .locator("td:not(.select)")
       .nth(0);
     await expect.poll(() => quietCell.innerText(), { timeout: 5000 }).toBe("IN_PROGRESS");
     expect(await other.locator("#notice").isVisible()).toBe(false);
@@ -539,7 +710,7 @@ it("a restored ledger: a live stream refused with SEQ_AHEAD reloads from now, sa
     await agent.client.ok(Ops.ClaimIssueDocument, { runId: restoredRun, issueId: createIssue.id });
     const restoredCell = other
       .locator("#issues-body tr", { has: other.getByRole("button", { name: "After a restore", exact: true }) })
-      .locator("td")
+      .locator("td:not(.select)")
       .nth(0);
     await expect.poll(() => restoredCell.innerText(), { timeout: 5000 }).toBe("CLAIMED");
   } finally {

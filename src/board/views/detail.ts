@@ -1,8 +1,8 @@
 // One issue, opened from any view: its fields, its whole history from the
 // ledger, and the operator's fixes (force-release with a reason, requeue,
-// cancel, change the concurrency key, raise max attempts). Each fix is
-// confirmed first and its answer, a Problem included, is shown as the server
-// gave it.
+// cancel, change the concurrency key, raise max attempts), each offered only
+// where the issue's status allows it (actionsFor). Each fix is confirmed
+// first and its answer, a Problem included, is shown as the server gave it.
 import type { Api } from "../api.js";
 import { ApiError, prunedThrough } from "../api.js";
 import { byId, fill, h, shortId, span } from "../dom.js";
@@ -14,7 +14,7 @@ import {
   BoardUpdateIssueDocument,
 } from "../generated/graphql.js";
 import type { UpdateIssueInput } from "../generated/graphql.js";
-import { health } from "../store.js";
+import { actionsFor, health } from "../store.js";
 import type { Issue, LockEvent, Store } from "../store.js";
 import { eventLine } from "./events.js";
 
@@ -209,6 +209,13 @@ export class DetailView {
       ...field("Lock epoch", String(issue.lockEpoch)),
       ...field("Attempts", `${issue.attemptCount} of ${issue.maxAttempts}`),
     );
+    const allowed = actionsFor(issue);
+    byId("force-release-form").hidden = !allowed.forceRelease;
+    byId("requeue").hidden = !allowed.requeue;
+    byId("cancel-issue").hidden = !allowed.cancel;
+    byId("key-form").hidden = !allowed.edit;
+    byId("raise-form").hidden = !allowed.edit;
+    byId("actions-none").hidden = allowed.forceRelease || allowed.requeue || allowed.cancel || allowed.edit;
     const raise = byId<HTMLInputElement>("raise-max");
     if (this.raiseSetFor !== `${issue.id}:${issue.maxAttempts}`) {
       this.raiseSetFor = `${issue.id}:${issue.maxAttempts}`;

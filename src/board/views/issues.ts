@@ -1,9 +1,12 @@
 // The issues view: every issue of the company with its holder and the
 // holder's heartbeat, filtered, sorted and shown a page at a time. Rows are
 // kept per issue and updated cell by cell, so a live change (or the heartbeat
-// clock) never rebuilds the table or moves the keyboard focus.
-import { byId, fill, h, keepFocus, setText, shortId, span } from "../dom.js";
-import { health, PRIORITY_ORDER, STATUSES } from "../store.js";
+// clock) never rebuilds the table or moves the keyboard focus. DONE and
+// CANCELLED issues are shown only when asked for (the "Show DONE and
+// CANCELLED" box, or their chip). Rows can be selected, on the page shown
+// only, for the bulk actions (views/bulk.ts).
+import { byId, counted, fill, h, keepFocus, setText, shortId, span } from "../dom.js";
+import { health, PRIORITY_ORDER, STATUSES, TERMINAL } from "../store.js";
 import type { Issue, Store } from "../store.js";
 import type { IssueStatus } from "../generated/graphql.js";
 
@@ -11,15 +14,20 @@ const PAGE_SIZE = 100;
 
 type SortKey = "status" | "title" | "priority" | "key" | "assignee" | "heartbeat" | "epoch" | "attempts" | "created";
 
-const COLUMNS: { key: SortKey; label: string }[] = [
+/** The columns after the row's checkbox; `tip` is the header's tooltip (the legend above the table says more). */
+const COLUMNS: { key: SortKey; label: string; tip?: string }[] = [
   { key: "status", label: "Status" },
   { key: "title", label: "Title" },
   { key: "priority", label: "Priority" },
-  { key: "key", label: "Key" },
+  { key: "key", label: "Key", tip: "Concurrency key: issues of one key share its limit on how many may be active at once" },
   { key: "assignee", label: "Assignee" },
-  { key: "heartbeat", label: "Holder · heartbeat" },
-  { key: "epoch", label: "Epoch" },
-  { key: "attempts", label: "Attempts" },
+  {
+    key: "heartbeat",
+    label: "Holder · heartbeat",
+    tip: "The run holding the issue's checkout lock, its agent, and how long since the run's last heartbeat",
+  },
+  { key: "epoch", label: "Epoch", tip: "Lock epoch: the fencing token, one up each time the checkout changes hands" },
+  { key: "attempts", label: "Attempts", tip: "Attempts used of allowed: one is counted each time a run starts the work" },
   { key: "created", label: "Created" },
 ];
 
@@ -34,12 +42,19 @@ const KEY_CELL = COLUMNS.findIndex((c) => c.key === "key");
 
 interface Row {
   tr: HTMLTableRowElement;
+  box: HTMLInputElement;
   cells: HTMLTableCellElement[];
   shown: string[];
 }
 
 export class IssuesView {
   private readonly statuses = new Set<IssueStatus>();
+  /** Whether DONE and CANCELLED issues are listed when no chip picks statuses. */
+  private showFinished = false;
+  /** Selected issues: always a subset of the rows shown. */
+  private readonly selected = new Set<string>();
+  private visible: Issue[] = [];
+  private readonly selectAll = h("input", { type: "checkbox", "aria-label": "Select every issue shown" });
   private agent = "";
   private text = "";
   private sort: { key: SortKey; dir: 1 | -1 } = { key: "priority", dir: 1 };
@@ -51,7 +66,22 @@ export class IssuesView {
   constructor(
     private readonly store: Store,
     private readonly open: (issueId: string) => void,
+    /** Called when the selection changes. */
+    private readonly onSelect: () => void = () => {},
   ) {
+    byId<HTMLInputElement>("show-finished").addEventListener("change", (e) => {
+      this.showFinished = (e.target as HTMLInputElement).checked;
+      this.page = 0;
+      this.render(Date.now());
+    });
+    this.selectAll.addEventListener("change", () => {
+      for (const issue of this.visible) {
+        if (this.selectAll.checked) this.selected.add(issue.id);
+        else this.selected.delete(issue.id);
+      }
+      this.render(Date.now());
+      this.onSelect();
+    });
     byId<HTMLInputElement>("issue-search").addEventListener("input", (e) => {
       this.text = (e.target as HTMLInputElement).value.trim().toLowerCase();
       this.page = 0;
@@ -69,11 +99,27 @@ export class IssuesView {
       h(
         "tr",
         {},
+        h("th", { scope: "col", class: "select" }, this.selectAll),
         ...COLUMNS.map((c) =>
-          h("th", { scope: "col", "data-key": c.key }, h("button", { type: "button", class: "sort", onclick: () => this.sortBy(c.key) }, c.label)),
+          h(
+            "th",
+            { scope: "col", "data-key": c.key, title: c.tip },
+            h("button", { type: "button", class: "sort", onclick: () => this.sortBy(c.key) }, c.label),
+          ),
         ),
       ),
     );
+  }
+
+  /** The selected issues, in the order shown. */
+  selection(): Issue[] {
+    return this.visible.filter((i) => this.selected.has(i.id));
+  }
+
+  clearSelection(): void {
+    this.selected.clear();
+    this.render(Date.now());
+    this.onSelect();
   }
 
   private turn(by: number) {
@@ -107,9 +153,13 @@ export class IssuesView {
         byId("status-filter").append(chip.button);
         this.chips.set(status, chip);
       }
-      chip.button.setAttribute("aria-pressed", String(this.statuses.has(status)));
+      const on = this.statuses.has(status);
+      chip.button.setAttribute("aria-pressed", String(on));
+      chip.button.title = on ? `Showing ${status}: click to stop filtering by it` : `Show only ${status} (with any other chip that is on)`;
       chip.count.textContent = String(counts.get(status) ?? 0);
     }
+    const finished = (counts.get("DONE") ?? 0) + (counts.get("CANCELLED") ?? 0);
+    setText(byId("show-finished-label"), `Show DONE and CANCELLED (${finished.toLocaleString("en")})`);
     const select = byId<HTMLSelectElement>("issue-agent");
     if (select.options.length !== this.store.agents.size + 1) {
       fill(
@@ -121,7 +171,7 @@ export class IssuesView {
   }
 
   private matches(issue: Issue): boolean {
-    if (this.statuses.size > 0 && !this.statuses.has(issue.status)) return false;
+    if (this.statuses.size > 0 ? !this.statuses.has(issue.status) : !this.showFinished && TERMINAL.has(issue.status)) return false;
     if (this.agent) {
       const holder = this.store.holderRun(issue);
       if (issue.assigneeAgentId !== this.agent && holder?.agentId !== this.agent) return false;
@@ -197,7 +247,15 @@ export class IssuesView {
       const title = h("button", { type: "button", class: "link", "data-focus": `issue:${issue.id}`, onclick: () => this.open(issue.id) });
       cells[TITLE_CELL]!.append(title);
       cells[KEY_CELL]!.append(h("span", { class: "key" }));
-      row = { tr: h("tr", { "data-issue": issue.id }, ...cells), cells, shown: [] };
+      const id = issue.id;
+      const box = h("input", { type: "checkbox", "data-focus": `select:${id}` });
+      box.addEventListener("change", () => {
+        if (box.checked) this.selected.add(id);
+        else this.selected.delete(id);
+        this.render(Date.now());
+        this.onSelect();
+      });
+      row = { tr: h("tr", { "data-issue": id }, h("td", { class: "select" }, box), ...cells), box, cells, shown: [] };
       this.rows.set(issue.id, row);
     }
     return row;
@@ -212,9 +270,22 @@ export class IssuesView {
     const pages = Math.max(1, Math.ceil(all.length / PAGE_SIZE));
     this.page = Math.min(Math.max(this.page, 0), pages - 1);
     const visible = all.slice(this.page * PAGE_SIZE, (this.page + 1) * PAGE_SIZE);
+    this.visible = visible;
+    // A row that leaves the page (filtered out, paged away) leaves the selection: bulk actions act on what is shown.
+    const shownIds = new Set(visible.map((i) => i.id));
+    let dropped = false;
+    for (const id of this.selected) {
+      if (!shownIds.has(id)) {
+        this.selected.delete(id);
+        dropped = true;
+      }
+    }
     const trs: HTMLTableRowElement[] = [];
     for (const issue of visible) {
       const row = this.row(issue);
+      const title = issue.title;
+      row.box.checked = this.selected.has(issue.id);
+      if (row.shown[TITLE_CELL] !== title) row.box.setAttribute("aria-label", `Select “${title}”`);
       const { text, beat } = this.cellsOf(issue, now);
       text.forEach((value, i) => {
         if (row.shown[i] === value) return;
@@ -241,7 +312,11 @@ export class IssuesView {
       if (key === this.sort.key) th.setAttribute("aria-sort", this.sort.dir === 1 ? "ascending" : "descending");
       else th.removeAttribute("aria-sort");
     }
-    setText(byId("issues-page"), `${all.length.toLocaleString()} issues · page ${this.page + 1} of ${pages}`);
+    setText(byId("issues-page"), `${counted(all.length, "issue")} · page ${this.page + 1} of ${pages}`);
+    const chosen = this.selected.size;
+    this.selectAll.checked = chosen > 0 && chosen === visible.length;
+    this.selectAll.indeterminate = chosen > 0 && chosen < visible.length;
+    if (dropped) this.onSelect();
     byId<HTMLButtonElement>("issues-prev").disabled = this.page === 0;
     byId<HTMLButtonElement>("issues-next").disabled = this.page >= pages - 1;
   }

@@ -6,7 +6,7 @@
 // events while the tab is shown: claims and releases move the counts.
 import type { Api } from "../api.js";
 import { ApiError } from "../api.js";
-import { byId, fill, h, keepFocus, setText } from "../dom.js";
+import { byId, counted, fill, h, keepFocus, setText } from "../dom.js";
 import { BoardLimitsDocument, BoardSetLimitDocument } from "../generated/graphql.js";
 import type { BoardLimitFragment } from "../generated/graphql.js";
 
@@ -34,9 +34,9 @@ export class LimitsView {
       if (!Number.isInteger(max) || max < 1 || max > MAX_LIMIT) return this.say(`Max active must be a whole number from 1 to ${MAX_LIMIT}.`);
       const now = this.limits.find((l) => l.key === key);
       const question = now
-        ? `Change the limit on key “${key}” from ${now.maxActive} to ${max} active issues?` +
+        ? `Change the limit on key “${key}” from ${now.maxActive} to ${counted(max, "active issue")}?` +
           (max < now.active ? `\n\n${now.active} are active now: none is taken away, but no more are claimed until fewer than ${max} are.` : "")
-        : `Limit key “${key}” to ${max} active issues at once?`;
+        : `Limit key “${key}” to ${counted(max, "active issue")} at once?`;
       void this.set(question, key, max);
     });
   }

@@ -1,7 +1,7 @@
 // The runs view: every run holding a lock or still RUNNING, with its lease and
 // the issues it holds. Dead runs that still hold locks come first and stand
 // out: they are what the recovery loop will free.
-import { byId, fill, h, keepFocus, setText, shortId, span } from "../dom.js";
+import { byId, counted, fill, h, keepFocus, setText, shortId, span } from "../dom.js";
 import { health } from "../store.js";
 import type { Store } from "../store.js";
 
@@ -22,7 +22,7 @@ export class RunsView {
     const deadHolders = runs.filter((r) => health(r, now) === "dead" && held.has(r.id)).length;
     setText(
       byId("runs-summary"),
-      `${runs.length} runs${deadHolders ? ` · ${deadHolders} dead but still holding locks: the recovery loop will free them` : ""}`,
+      `${counted(runs.length, "run")}${deadHolders ? ` · ${deadHolders} dead but still holding locks: the recovery loop will free them` : ""}`,
     );
     const body = byId("runs-body");
     keepFocus(body, () =>
