@@ -4,18 +4,16 @@
 // request the page makes must stay on that origin. Keys the page is shown
 // (rotated from its Agents tab) must never reach its console or storage.
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
 import net from "node:net";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
-import { chromium } from "playwright-core";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { launchChromium } from "../helpers/browser.js";
 import { ADMIN_TOKEN, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const ROOT = path.resolve(import.meta.dirname, "../..");
 const XSS_TITLE = `<img src=x onerror="window.__pwned=1">`;
 const XSS_REASON = `<script>window.__pwned=2</script> stuck since Monday`;
@@ -89,8 +87,6 @@ async function whoami(token: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`no Chromium at ${CHROMIUM}: bash scripts/test-prerequisites.sh installs it (npm test runs it first), or set CHROMIUM_PATH`);
   h = await startHarness();
   co = await createCompany(h, 2);
   const [agent1, agent2] = co.agents;
@@ -110,18 +106,7 @@ beforeAll(async () => {
 
   proxy = await startProxy(new URL(h.url).port ? Number(new URL(h.url).port) : 80);
   origin = `http://127.0.0.1:${proxy.port}`;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
   page = await browser.newPage();
   page.on("dialog", (dialog) => {
     asked.push(dialog.message());
