@@ -1,6 +1,7 @@
 // What the board knows: the company's issues, runs, agents and the newest
 // ledger events, kept current by the live stream. Views read it and subscribe
 // to `changed`; nothing here touches the DOM.
+import { BOARD_TRANSITIONS } from "../domain/transitions.js";
 import type { BoardAgentFragment, BoardEventFragment, BoardIssueFragment, BoardRunFragment, IssueStatus } from "./generated/graphql.js";
 
 export type Issue = BoardIssueFragment;
@@ -14,18 +15,6 @@ export const PRIORITY_ORDER = { CRITICAL: 0, HIGH: 1, MEDIUM: 2, LOW: 3 } as con
 /** DONE and CANCELLED: no lock verb or board move leaves them. */
 export const TERMINAL: ReadonlySet<IssueStatus> = new Set(["DONE", "CANCELLED"]);
 
-/** Where the board may move a status with updateIssue: BOARD_TRANSITIONS of src/model/board.ts (docs/lifecycle.md, Board transitions). */
-export const BOARD_MOVES: Readonly<Record<IssueStatus, readonly IssueStatus[]>> = {
-  BACKLOG: ["OPEN", "CANCELLED"],
-  OPEN: ["CANCELLED"],
-  CLAIMED: ["CANCELLED"],
-  IN_PROGRESS: ["CANCELLED"],
-  BLOCKED: ["OPEN", "CANCELLED"],
-  ESCALATED: ["OPEN", "CANCELLED"],
-  DONE: [],
-  CANCELLED: [],
-};
-
 /**
  * The operator actions an issue's status allows: force release while a run holds it (CLAIMED,
  * IN_PROGRESS); requeue where updateIssue may move it to OPEN (an ESCALATED issue needs an attempt
@@ -33,7 +22,7 @@ export const BOARD_MOVES: Readonly<Record<IssueStatus, readonly IssueStatus[]>> 
  * max attempts while it is not finished.
  */
 export function actionsFor(issue: Pick<Issue, "status" | "attemptCount" | "maxAttempts">) {
-  const moves = BOARD_MOVES[issue.status];
+  const moves = BOARD_TRANSITIONS[issue.status];
   return {
     forceRelease: issue.status === "CLAIMED" || issue.status === "IN_PROGRESS",
     requeue: moves.includes("OPEN") && !(issue.status === "ESCALATED" && issue.attemptCount >= issue.maxAttempts),

@@ -7,7 +7,7 @@ import { agentOf, clearLocks, eventFor, isActive, reopenOrEscalate } from "./rul
 import type { Issue, IssueStatus, State, Step } from "./state.js";
 import { findIssue, withIssue } from "./state.js";
 
-/** BOARD_TRANSITIONS (updateIssue.ts): where the board may move a status. Keeping it is always allowed. */
+/** BOARD_TRANSITIONS (src/domain/transitions.ts, which the SQL and the board use): where the board may move a status. Keeping it is always allowed. */
 export const BOARD_TRANSITIONS: Readonly<Record<IssueStatus, readonly IssueStatus[]>> = {
   BACKLOG: ["OPEN", "CANCELLED"],
   OPEN: ["CANCELLED"],

@@ -1,16 +1,16 @@
-// The board offers requeue and cancel from its own copy of the board's status
-// moves (it is bundled for the browser apart from the server): the copy must
-// be the model's BOARD_TRANSITIONS, status for status.
+// The board offers requeue and cancel from the same status moves the server
+// keeps (src/domain/transitions.ts); the executable model's twin must agree.
 import { expect, it } from "vitest";
-import { actionsFor, BOARD_MOVES } from "../../src/board/store.js";
-import { BOARD_TRANSITIONS } from "../../src/model/board.js";
+import { actionsFor } from "../../src/board/store.js";
+import { BOARD_TRANSITIONS } from "../../src/domain/transitions.js";
+import { BOARD_TRANSITIONS as MODEL_TRANSITIONS } from "../../src/model/board.js";
 
-it("the board's status moves are the model's BOARD_TRANSITIONS", () => {
-  expect(BOARD_MOVES).toEqual(BOARD_TRANSITIONS);
+it("the board's and the server's status moves are the model's BOARD_TRANSITIONS", () => {
+  expect(BOARD_TRANSITIONS).toEqual(MODEL_TRANSITIONS);
 });
 
 it("offers force release only while held, requeue only where a move to OPEN is allowed, cancel only before a terminal status", () => {
-  const offered = (status: keyof typeof BOARD_MOVES, attemptCount = 0) =>
+  const offered = (status: keyof typeof BOARD_TRANSITIONS, attemptCount = 0) =>
     Object.entries(actionsFor({ status, attemptCount, maxAttempts: 3 }))
       .filter(([, on]) => on)
       .map(([name]) => name);

@@ -9,23 +9,8 @@ import type { UpdateIssueResult } from "../shared/types.js";
 import { ISSUE_STATUSES } from "../../domain/types.js";
 import { InvalidInputError } from "../../domain/errors.js";
 import { issueNotFound } from "../shared/types.js";
+import { BOARD_TRANSITIONS } from "../../domain/transitions.js";
 import { validateConcurrencyKey, validateMaxAttempts, validateTitle, validateDescription } from "../../domain/validate.js";
-
-/**
- * The board's moves. Everything else (claim, execution, release) belongs to
- * the lock mutations; DONE and CANCELLED are terminal. Staying in the same
- * status is always allowed and changes nothing.
- */
-const BOARD_TRANSITIONS: Readonly<Record<IssueStatus, readonly IssueStatus[]>> = {
-  BACKLOG: ["OPEN", "CANCELLED"],
-  OPEN: ["CANCELLED"],
-  CLAIMED: ["CANCELLED"],
-  IN_PROGRESS: ["CANCELLED"],
-  BLOCKED: ["OPEN", "CANCELLED"],
-  ESCALATED: ["OPEN", "CANCELLED"],
-  DONE: [],
-  CANCELLED: [],
-};
 
 /** BOARD_TRANSITIONS as SQL: the statuses `alias.status` may move to. */
 const allowedTargets = (alias: string) =>
