@@ -13,7 +13,7 @@ const preset = {
   config: {
     useTypeImports: true,
     enumsAsTypes: true,
-    scalars: { DateTime: "string", ID: "string" },
+    scalars: { DateTime: "string", ID: "string", JSON: "unknown" },
     importExtension: ".js",
   },
 } as const;

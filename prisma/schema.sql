@@ -88,6 +88,74 @@ END $$;
 
 
 --
+-- Name: baton_dependency_path(uuid, uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.baton_dependency_path(p_from uuid, p_to uuid) RETURNS uuid[]
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  v_seen UUID[] := ARRAY[p_from];
+  v_came_from UUID[] := ARRAY[NULL::UUID];
+  v_frontier UUID[] := ARRAY[p_from];
+  v_next UUID[];
+  v_path UUID[];
+  v_at UUID;
+  v_i INTEGER;
+BEGIN
+  IF p_from = p_to THEN
+    RETURN ARRAY[p_from];
+  END IF;
+  -- (reachability first, set-based: most additions close no cycle)
+  IF NOT EXISTS (
+    WITH RECURSIVE up(id) AS (
+      SELECT p_from UNION SELECT d."blocked_by_id" FROM up JOIN "issue_dependencies" d ON d."issue_id" = up.id
+    ) SELECT 1 FROM up WHERE up.id = p_to) THEN
+    RETURN NULL;
+  END IF;
+  LOOP
+    SELECT array_agg(x.b), array_agg(x.a) INTO v_next, v_path FROM (
+      SELECT DISTINCT ON (d."blocked_by_id") d."blocked_by_id" AS b, d."issue_id" AS a
+        FROM "issue_dependencies" d
+       WHERE d."issue_id" = ANY(v_frontier) AND NOT d."blocked_by_id" = ANY(v_seen)
+       ORDER BY d."blocked_by_id", d."issue_id") x;
+    IF v_next IS NULL THEN
+      RETURN NULL;
+    END IF;
+    v_seen := v_seen || v_next;
+    v_came_from := v_came_from || v_path;
+    EXIT WHEN p_to = ANY(v_next);
+    v_frontier := v_next;
+  END LOOP;
+  -- walk back from p_to to p_from
+  v_path := ARRAY[p_to];
+  v_at := p_to;
+  WHILE v_at <> p_from LOOP
+    v_i := array_position(v_seen, v_at);
+    v_at := v_came_from[v_i];
+    v_path := v_at || v_path;
+  END LOOP;
+  RETURN v_path;
+END $$;
+
+
+--
+-- Name: baton_dependents_follow_done(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.baton_dependents_follow_done() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  UPDATE "issues" i
+     SET "waiting_count" = i."waiting_count" + CASE WHEN NEW."status" = 'DONE' THEN -1 ELSE 1 END
+    FROM "issue_dependencies" d
+   WHERE d."blocked_by_id" = NEW."id" AND i."id" = d."issue_id";
+  RETURN NULL;
+END $$;
+
+
+--
 -- Name: baton_ensure_ledger_partitions(integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -259,22 +327,22 @@ BEGIN
   IF TG_OP = 'INSERT' THEN
     SELECT array_agg(n."company_id"), array_agg(''::text), array_agg(n."concurrency_key"),
            array_agg(false), array_agg(false), array_agg(NULL::"issue_priority"),
-           array_agg(CASE WHEN n."status" = 'OPEN' AND n."attempt_count" < n."max_attempts" AND n."assignee_agent_id" IS NULL THEN n."priority" END),
+           array_agg(CASE WHEN n."status" = 'OPEN' AND n."attempt_count" < n."max_attempts" AND n."waiting_count" = 0 AND NOT n."delayed" AND n."assignee_agent_id" IS NULL THEN n."priority" END),
            array_agg(false)
       INTO r_companies, r_old_keys, r_new_keys, r_was_active, r_is_active, r_was_claimable, r_is_claimable, r_served
       FROM "new_rows" n WHERE n."concurrency_key" <> '';
   ELSE
     SELECT array_agg(n."company_id"), array_agg(o."concurrency_key"), array_agg(n."concurrency_key"),
            array_agg(o."status" IN ('CLAIMED', 'IN_PROGRESS')), array_agg(n."status" IN ('CLAIMED', 'IN_PROGRESS')),
-           array_agg(CASE WHEN o."status" = 'OPEN' AND o."attempt_count" < o."max_attempts" AND o."assignee_agent_id" IS NULL THEN o."priority" END),
-           array_agg(CASE WHEN n."status" = 'OPEN' AND n."attempt_count" < n."max_attempts" AND n."assignee_agent_id" IS NULL THEN n."priority" END),
+           array_agg(CASE WHEN o."status" = 'OPEN' AND o."attempt_count" < o."max_attempts" AND o."waiting_count" = 0 AND NOT o."delayed" AND o."assignee_agent_id" IS NULL THEN o."priority" END),
+           array_agg(CASE WHEN n."status" = 'OPEN' AND n."attempt_count" < n."max_attempts" AND n."waiting_count" = 0 AND NOT n."delayed" AND n."assignee_agent_id" IS NULL THEN n."priority" END),
            array_agg(n."checkout_run_id" IS NOT NULL AND n."checkout_run_id" IS DISTINCT FROM o."checkout_run_id")
       INTO r_companies, r_old_keys, r_new_keys, r_was_active, r_is_active, r_was_claimable, r_is_claimable, r_served
       FROM "old_rows" o JOIN "new_rows" n ON n."id" = o."id"
      WHERE (o."concurrency_key" <> '' OR n."concurrency_key" <> ''
             OR (n."checkout_run_id" IS NOT NULL AND n."checkout_run_id" IS DISTINCT FROM o."checkout_run_id"))
-       AND (o."status", o."attempt_count", o."max_attempts", o."priority", o."concurrency_key", o."checkout_run_id", o."assignee_agent_id")
-           IS DISTINCT FROM (n."status", n."attempt_count", n."max_attempts", n."priority", n."concurrency_key", n."checkout_run_id", n."assignee_agent_id");
+       AND (o."status", o."attempt_count", o."max_attempts", o."priority", o."concurrency_key", o."checkout_run_id", o."assignee_agent_id", o."waiting_count", o."delayed")
+           IS DISTINCT FROM (n."status", n."attempt_count", n."max_attempts", n."priority", n."concurrency_key", n."checkout_run_id", n."assignee_agent_id", n."waiting_count", n."delayed");
   END IF;
   IF r_companies IS NULL THEN
     RETURN NULL;
@@ -358,7 +426,7 @@ BEGIN
              "last_served" = CASE WHEN v_served[n] THEN nextval('baton_turns') ELSE k."last_served" END,
              "top_priority" = (SELECT i."priority" FROM "issues" i
                                 WHERE i."company_id" = v_companies[n] AND i."concurrency_key" = v_keys[n]
-                                  AND i."status" = 'OPEN' AND i."attempt_count" < i."max_attempts" AND i."assignee_agent_id" IS NULL
+                                  AND i."status" = 'OPEN' AND i."attempt_count" < i."max_attempts" AND i."waiting_count" = 0 AND NOT i."delayed" AND i."assignee_agent_id" IS NULL
                                 ORDER BY i."priority" LIMIT 1)
        WHERE k."company_id" = v_companies[n] AND k."key" = v_keys[n]
       RETURNING k."max_active", k."active" INTO v_max, v_active;
@@ -540,6 +608,15 @@ CREATE TABLE public.concurrency_keys (
 
 
 --
+-- Name: dependency_graph_locks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.dependency_graph_locks (
+    company_id uuid NOT NULL
+);
+
+
+--
 -- Name: heartbeat_runs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -553,6 +630,19 @@ CREATE TABLE public.heartbeat_runs (
     lease_expires_at timestamp(6) with time zone NOT NULL,
     finished_at timestamp(6) with time zone,
     CONSTRAINT heartbeat_runs_finished CHECK (((status = 'RUNNING'::public.run_status) = (finished_at IS NULL)))
+);
+
+
+--
+-- Name: issue_dependencies; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.issue_dependencies (
+    issue_id uuid NOT NULL,
+    blocked_by_id uuid NOT NULL,
+    company_id uuid NOT NULL,
+    created_at timestamp(6) with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT issue_dependencies_not_self CHECK ((issue_id <> blocked_by_id))
 );
 
 
@@ -580,10 +670,21 @@ CREATE TABLE public.issues (
     updated_at timestamp(6) with time zone DEFAULT now() NOT NULL,
     last_event_xid xid8 DEFAULT '0'::xid8 NOT NULL,
     concurrency_key text DEFAULT ''::text NOT NULL,
+    parent_id uuid,
+    not_before timestamp(6) with time zone,
+    delayed boolean DEFAULT false NOT NULL,
+    waiting_count integer DEFAULT 0 NOT NULL,
+    idempotency_key text,
+    retry_delay_seconds integer DEFAULT 0 NOT NULL,
+    max_execution_seconds integer,
+    payload jsonb,
+    result jsonb,
     CONSTRAINT issues_attempt_count_nonnegative CHECK ((attempt_count >= 0)),
     CONSTRAINT issues_claimed_at CHECK (((checkout_run_id IS NULL) OR (claimed_at IS NOT NULL))),
     CONSTRAINT issues_concurrency_key_length CHECK ((char_length(concurrency_key) <= 200)),
+    CONSTRAINT issues_delayed_has_time CHECK (((NOT delayed) OR (not_before IS NOT NULL))),
     CONSTRAINT issues_execution_details CHECK ((((execution_run_id IS NULL) = (execution_agent_name_key IS NULL)) AND ((execution_run_id IS NULL) = (execution_locked_at IS NULL)))),
+    CONSTRAINT issues_idempotency_key_length CHECK (((char_length(idempotency_key) >= 1) AND (char_length(idempotency_key) <= 200))),
     CONSTRAINT issues_lock_epoch_nonnegative CHECK ((lock_epoch >= 0)),
     CONSTRAINT issues_lock_pair CHECK (
 CASE status
@@ -592,7 +693,12 @@ CASE status
     ELSE ((checkout_run_id IS NULL) AND (execution_run_id IS NULL))
 END),
     CONSTRAINT issues_max_attempts_range CHECK (((max_attempts >= 1) AND (max_attempts <= 100))),
-    CONSTRAINT issues_title_length CHECK (((char_length(title) >= 1) AND (char_length(title) <= 500)))
+    CONSTRAINT issues_max_execution_range CHECK (((max_execution_seconds >= 1) AND (max_execution_seconds <= 604800))),
+    CONSTRAINT issues_payload_size CHECK ((octet_length((payload)::text) <= 65536)),
+    CONSTRAINT issues_result_size CHECK ((octet_length((result)::text) <= 65536)),
+    CONSTRAINT issues_retry_delay_range CHECK (((retry_delay_seconds >= 0) AND (retry_delay_seconds <= 86400))),
+    CONSTRAINT issues_title_length CHECK (((char_length(title) >= 1) AND (char_length(title) <= 500))),
+    CONSTRAINT issues_waiting_count CHECK ((waiting_count >= 0))
 );
 
 
@@ -687,11 +793,27 @@ ALTER TABLE ONLY public.concurrency_keys
 
 
 --
+-- Name: dependency_graph_locks dependency_graph_locks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.dependency_graph_locks
+    ADD CONSTRAINT dependency_graph_locks_pkey PRIMARY KEY (company_id);
+
+
+--
 -- Name: heartbeat_runs heartbeat_runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.heartbeat_runs
     ADD CONSTRAINT heartbeat_runs_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: issue_dependencies issue_dependencies_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.issue_dependencies
+    ADD CONSTRAINT issue_dependencies_pkey PRIMARY KEY (issue_id, blocked_by_id);
 
 
 --
@@ -782,6 +904,13 @@ CREATE INDEX heartbeat_runs_running_lease_idx ON public.heartbeat_runs USING btr
 
 
 --
+-- Name: issue_dependencies_blocked_by_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX issue_dependencies_blocked_by_id_idx ON public.issue_dependencies USING btree (blocked_by_id);
+
+
+--
 -- Name: issues_checkout_run_id_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -792,7 +921,7 @@ CREATE INDEX issues_checkout_run_id_idx ON public.issues USING btree (checkout_r
 -- Name: issues_claimable_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX issues_claimable_idx ON public.issues USING btree (company_id, assignee_agent_id, priority, created_at, id) WHERE ((status = 'OPEN'::public.issue_status) AND (attempt_count < max_attempts));
+CREATE INDEX issues_claimable_idx ON public.issues USING btree (company_id, assignee_agent_id, priority, created_at, id) WHERE ((status = 'OPEN'::public.issue_status) AND (attempt_count < max_attempts) AND (waiting_count = 0) AND (NOT delayed));
 
 
 --
@@ -800,6 +929,27 @@ CREATE INDEX issues_claimable_idx ON public.issues USING btree (company_id, assi
 --
 
 CREATE INDEX issues_company_id_created_at_id_idx ON public.issues USING btree (company_id, created_at, id);
+
+
+--
+-- Name: issues_company_id_idempotency_key_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX issues_company_id_idempotency_key_key ON public.issues USING btree (company_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+
+--
+-- Name: issues_delayed_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX issues_delayed_idx ON public.issues USING btree (not_before) WHERE delayed;
+
+
+--
+-- Name: issues_execution_limited_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX issues_execution_limited_idx ON public.issues USING btree (execution_locked_at) WHERE ((status = 'IN_PROGRESS'::public.issue_status) AND (max_execution_seconds IS NOT NULL));
 
 
 --
@@ -820,21 +970,28 @@ CREATE INDEX issues_key_active_idx ON public.issues USING btree (company_id, con
 -- Name: issues_key_claimable_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX issues_key_claimable_idx ON public.issues USING btree (company_id, concurrency_key, priority, created_at, id) WHERE ((status = 'OPEN'::public.issue_status) AND (attempt_count < max_attempts));
+CREATE INDEX issues_key_claimable_idx ON public.issues USING btree (company_id, concurrency_key, priority, created_at, id) WHERE ((status = 'OPEN'::public.issue_status) AND (attempt_count < max_attempts) AND (waiting_count = 0) AND (NOT delayed));
 
 
 --
 -- Name: issues_key_pool_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX issues_key_pool_idx ON public.issues USING btree (company_id, concurrency_key, priority, created_at, id) WHERE ((status = 'OPEN'::public.issue_status) AND (attempt_count < max_attempts) AND (assignee_agent_id IS NULL));
+CREATE INDEX issues_key_pool_idx ON public.issues USING btree (company_id, concurrency_key, priority, created_at, id) WHERE ((status = 'OPEN'::public.issue_status) AND (attempt_count < max_attempts) AND (waiting_count = 0) AND (NOT delayed) AND (assignee_agent_id IS NULL));
+
+
+--
+-- Name: issues_parent_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX issues_parent_id_idx ON public.issues USING btree (parent_id, created_at, id) WHERE (parent_id IS NOT NULL);
 
 
 --
 -- Name: issues_pool_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX issues_pool_idx ON public.issues USING btree (company_id, priority, created_at, id) WHERE ((status = 'OPEN'::public.issue_status) AND (attempt_count < max_attempts) AND (assignee_agent_id IS NULL));
+CREATE INDEX issues_pool_idx ON public.issues USING btree (company_id, priority, created_at, id) WHERE ((status = 'OPEN'::public.issue_status) AND (attempt_count < max_attempts) AND (waiting_count = 0) AND (NOT delayed) AND (assignee_agent_id IS NULL));
 
 
 --
@@ -842,6 +999,13 @@ CREATE INDEX issues_pool_idx ON public.issues USING btree (company_id, priority,
 --
 
 CREATE INDEX lock_events_company_id_issue_id_seq_idx ON ONLY public.lock_events USING btree (company_id, issue_id, seq);
+
+
+--
+-- Name: issues issues_dependents_follow_done; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER issues_dependents_follow_done AFTER UPDATE OF status ON public.issues FOR EACH ROW WHEN (((old.status = 'DONE'::public.issue_status) IS DISTINCT FROM (new.status = 'DONE'::public.issue_status))) EXECUTE FUNCTION public.baton_dependents_follow_done();
 
 
 --
@@ -891,6 +1055,14 @@ ALTER TABLE ONLY public.concurrency_keys
 
 
 --
+-- Name: dependency_graph_locks dependency_graph_locks_company_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.dependency_graph_locks
+    ADD CONSTRAINT dependency_graph_locks_company_id_fkey FOREIGN KEY (company_id) REFERENCES public.companies(id);
+
+
+--
 -- Name: heartbeat_runs heartbeat_runs_agent_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -907,6 +1079,30 @@ ALTER TABLE ONLY public.heartbeat_runs
 
 
 --
+-- Name: issue_dependencies issue_dependencies_blocked_by_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.issue_dependencies
+    ADD CONSTRAINT issue_dependencies_blocked_by_id_fkey FOREIGN KEY (blocked_by_id) REFERENCES public.issues(id);
+
+
+--
+-- Name: issue_dependencies issue_dependencies_company_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.issue_dependencies
+    ADD CONSTRAINT issue_dependencies_company_id_fkey FOREIGN KEY (company_id) REFERENCES public.companies(id);
+
+
+--
+-- Name: issue_dependencies issue_dependencies_issue_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.issue_dependencies
+    ADD CONSTRAINT issue_dependencies_issue_id_fkey FOREIGN KEY (issue_id) REFERENCES public.issues(id);
+
+
+--
 -- Name: issues issues_assignee_agent_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -920,3 +1116,11 @@ ALTER TABLE ONLY public.issues
 
 ALTER TABLE ONLY public.issues
     ADD CONSTRAINT issues_company_id_fkey FOREIGN KEY (company_id) REFERENCES public.companies(id) ON UPDATE CASCADE ON DELETE RESTRICT;
+
+
+--
+-- Name: issues issues_parent_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.issues
+    ADD CONSTRAINT issues_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES public.issues(id);

@@ -17,7 +17,7 @@ import { responseSizeLimit } from "./bounds/cost.js";
 import { documentLimits } from "./bounds/documents.js";
 import { emptyRefusals, maskError } from "./graphql/errors.js";
 import type { TransportContext } from "./bounds/documents.js";
-import { IssueLoader } from "./graphql/issueLoader.js";
+import { DependencyLoader, IssueLoader } from "./graphql/issueLoader.js";
 import { shapeLimits } from "./bounds/queryShape.js";
 import { schema } from "./graphql/schema.js";
 import { Admission } from "./bounds/admission.js";
@@ -29,6 +29,7 @@ import { httpServer } from "./http/server.js";
 import { DEFAULT_LIMITS } from "./bounds/settings.js";
 import type { Limits } from "./bounds/settings.js";
 import { FleetSnapshots } from "./reads/fleetSnapshot.js";
+import { startWaking } from "./locks/recovery/wakeDueIssues.js";
 import { createLockGroups } from "./locks/groupCommit/groups.js";
 import type { LockDeps } from "./locks/shared/deps.js";
 import type { Logger } from "./log.js";
@@ -55,6 +56,8 @@ export interface AppDeps {
   limits?: Limits;
   /** Origins allowed to call from a browser (CORS); default none. */
   corsOrigins?: readonly string[];
+  /** How often delayed issues whose notBefore passed are made claimable (ms; default 250; 0: never, for tests that wake them by hand). */
+  wakeIntervalMs?: number;
 }
 
 export interface App {
@@ -105,6 +108,7 @@ export function buildApp(deps: AppDeps): App {
     watcher,
     ledger,
     issues: new IssueLoader(deps.db),
+    dependencies: new DependencyLoader(deps.db),
     subscriptionBuffer: deps.subscriptionBuffer ?? 10_000,
     admission,
     revocations,
@@ -151,11 +155,15 @@ export function buildApp(deps: AppDeps): App {
 
   let stopKeeper: (() => void) | null = null;
   let stopListening: (() => void) | null = null;
+  let waker: { stop(): Promise<void> } | null = null;
+  const wakeIntervalMs = deps.wakeIntervalMs ?? 250;
   return {
     services,
     fetch: async (request) => yoga.fetch(request, { principal: await resolver.resolve(request.headers.get("authorization"), "local") }),
     start: async (port, host = "127.0.0.1") => {
       stopKeeper ??= keepLedgerPartitions(deps.db, deps.log);
+      // Delayed issues become claimable within wakeIntervalMs of their notBefore (src/locks/recovery/wakeDueIssues.ts).
+      if (wakeIntervalMs > 0) waker ??= startWaking(deps.db, wakeIntervalMs);
       // Revocations made anywhere reach this instance (src/auth/revocations.ts); the poll's horizon is read before serving.
       stopListening ??= revocations.listen();
       await revocationPoll.start();
@@ -166,6 +174,7 @@ export function buildApp(deps: AppDeps): App {
       stopListening?.();
       revocationPoll.stop();
       services.watcher.stop();
+      await waker?.stop();
       await server.stop();
     },
   };

@@ -15,6 +15,8 @@ export interface Config {
   readonly adminToken: string | undefined;
   readonly runLeaseSeconds: number;
   readonly recoveryIntervalMs: number;
+  /** How often delayed issues whose notBefore has passed are made claimable (API instances and recovery); 0: never. */
+  readonly wakeIntervalMs: number;
   /** Days of ledger history kept (whole UTC days, by partition); 0 keeps everything. */
   readonly eventRetentionDays: number;
   /** Days a finished run no issue refers to is kept; 0 keeps every run. */
@@ -95,6 +97,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     adminToken,
     runLeaseSeconds: integer(env, "BATON_RUN_LEASE_SECONDS", 60, 1, 86_400),
     recoveryIntervalMs: integer(env, "BATON_RECOVERY_INTERVAL_MS", 5000, 10, 3_600_000),
+    wakeIntervalMs: integer(env, "BATON_WAKE_INTERVAL_MS", 250, 0, 60_000),
     eventRetentionDays: integer(env, "BATON_EVENT_RETENTION_DAYS", 30, 0, 36_500),
     runRetentionDays: integer(env, "BATON_RUN_RETENTION_DAYS", 30, 0, 36_500),
     dataDir: optionalString(env, "BATON_DATA_DIR") ?? ".baton",

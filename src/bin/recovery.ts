@@ -15,6 +15,7 @@ import type { Db } from "../db/client.js";
 import { queryOne, sql, statement } from "../db/sql.js";
 import { createInProcessBus, createRedisBus } from "../events/bus.js";
 import { previewSweep, sweep } from "../locks/recovery/sweep.js";
+import { startWaking } from "../locks/recovery/wakeDueIssues.js";
 import { pruneLedger } from "../retention/partitions.js";
 import { pruneRuns } from "../retention/runs.js";
 import type { SweepPreview } from "../locks/recovery/sweep.js";
@@ -28,7 +29,9 @@ const USAGE = `Usage: npm run recovery -- [options]
 
 Frees the work of dead agent runs: runs whose lease expired become TIMED_OUT,
 issues held by dead runs go back to OPEN (or ESCALATED with no attempt left),
-and OPEN issues with no attempt left are escalated. Sweeps every
+executions past their issue's maxExecutionSeconds are taken back, and OPEN
+issues with no attempt left are escalated. Delayed issues whose notBefore has
+passed are made claimable every BATON_WAKE_INTERVAL_MS (default 250). Sweeps every
 BATON_RECOVERY_INTERVAL_MS (default 5000) until stopped with Ctrl-C or SIGTERM.
 
 Retention, at start and then hourly: ledger days older than
@@ -210,6 +213,8 @@ async function main() {
     }
     stopping = true;
   }
+  // Between sweeps, delayed issues become claimable within BATON_WAKE_INTERVAL_MS of their notBefore (each sweep wakes them too).
+  const waker = !once && config.wakeIntervalMs > 0 ? startWaking(db.prisma, config.wakeIntervalMs) : null;
   while (!stopping) {
     const started = performance.now();
     try {
@@ -254,6 +259,7 @@ async function main() {
     });
   }
   await retaining;
+  await waker?.stop();
   metricsServer?.close();
   await bus.close();
   await db.close();

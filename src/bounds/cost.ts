@@ -39,6 +39,8 @@ import { MAX_CONCURRENCY_KEY_LENGTH, MAX_DESCRIPTION_LENGTH, MAX_TITLE_LENGTH } 
 import { MAX_LIMITED_KEYS } from "../locks/operator/concurrencyLimits.js";
 import { limitError } from "./documents.js";
 import { PAGE_LIMITS } from "./pages.js";
+import { MAX_BLOCKED_BY } from "../locks/graph/creation.js";
+import { MAX_SUB_ISSUES_PER_CALL } from "../locks/graph/createSubIssues.js";
 
 /** Agents are not paged; a company is assumed to have at most this many for the estimate. */
 const AGENTS_ESTIMATE = 1_000;
@@ -67,6 +69,13 @@ export const ROWS: Record<string, (args: Args) => number> = {
   "Subscription.issuesChanged": () => MAX_NOTICE_IDS,
   "LockAudit.attemptHistogram": () => 101,
   "UnexpectedStatus.expectedStatuses": () => ISSUE_STATUSES.length,
+  "Issue.subIssues": (a) => rows(a.first, PAGE_LIMITS.issues),
+  "Issue.blockedBy": () => MAX_BLOCKED_BY,
+  "Issue.waitingOn": () => MAX_BLOCKED_BY,
+  "IssueWaiting.waitingOn": () => MAX_BLOCKED_BY,
+  // a cycle's path is as long as the graph is deep; estimated as one issue's blockers
+  "DependencyCycle.path": () => MAX_BLOCKED_BY,
+  "Mutation.createSubIssues": (a) => rows(Array.isArray(a.inputs) ? a.inputs.length : 1, { fallback: 1, max: MAX_SUB_ISSUES_PER_CALL }),
 };
 
 export const SIZED_BY_PARENT = new Set([
@@ -76,6 +85,7 @@ export const SIZED_BY_PARENT = new Set([
   "IssuesReleased.refused",
   "HeartbeatTick.claims",
   "HeartbeatTick.runs",
+  "SubIssuesCreated.issues",
 ]);
 
 /** The longest value of a String field, where it is not the default. */

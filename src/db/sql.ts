@@ -32,6 +32,15 @@ function jsonObject(alias: string, columns: Columns): string {
   return `json_build_object(${columns.map(([f, c]) => `'${f}', ${value(c)}`).join(", ")})`;
 }
 
+/**
+ * Issue.ready (docs/lifecycle.md, Ready) of issue `alias`, on the database
+ * clock: OPEN, an attempt left, no blocker short of DONE, notBefore null or
+ * past. Not the delayed flag, which WAKE_DUE_ISSUES clears a moment after
+ * notBefore; claim-next's own predicate is `claimable` (locks/shared/fragments.ts).
+ */
+export const readyNow = (alias: string) =>
+  `(${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts AND ${alias}.waiting_count = 0 AND (${alias}.not_before IS NULL OR ${alias}.not_before <= now()))`;
+
 const ISSUE_COLUMNS: Columns = [
   ["id", "id"],
   ["companyId", "company_id"],
@@ -52,6 +61,15 @@ const ISSUE_COLUMNS: Columns = [
   ["executionLockedAt", "execution_locked_at"],
   ["createdAt", "created_at"],
   ["updatedAt", "updated_at"],
+  ["parentId", "parent_id"],
+  ["notBefore", "not_before"],
+  ["ready", readyNow("{row}")],
+  ["waitingCount", "waiting_count"],
+  ["idempotencyKey", "idempotency_key"],
+  ["retryDelaySeconds", "retry_delay_seconds"],
+  ["maxExecutionSeconds", "max_execution_seconds"],
+  ["payload", "payload"],
+  ["result", "result"],
 ];
 
 const RUN_COLUMNS: Columns = [

@@ -36,6 +36,19 @@ export interface Issue {
   executionLockedAt: Timestamp | null;
   createdAt: Timestamp;
   updatedAt: Timestamp;
+  /** The issue this one was split from (createSubIssues); null for a top-level issue. */
+  parentId: string | null;
+  /** Not claimable before this instant (database clock); null: no delay. */
+  notBefore: Timestamp | null;
+  /** OPEN, an attempt left, no blocker short of DONE, notBefore null or past (docs/lifecycle.md, Ready). */
+  ready: boolean;
+  /** How many blockers are not DONE yet (waitingOn's length). */
+  waitingCount: number;
+  idempotencyKey: string | null;
+  retryDelaySeconds: number;
+  maxExecutionSeconds: number | null;
+  payload: unknown;
+  result: unknown;
 }
 
 export interface Run {

@@ -76,3 +76,62 @@ export function validateSeq(name: string, value: string): string {
   if (!isSeq(value)) throw new InvalidInputError(`${name} must be a decimal seq`);
   return value;
 }
+
+/** payload and result: at most 64 KB of JSON once serialised (the database's CHECK says the same). */
+export const MAX_JSON_BYTES = 65_536;
+
+/**
+ * A JSON value a client sent (payload, result), serialised for the database:
+ * at most MAX_JSON_BYTES bytes as PostgreSQL stores it, no NUL (jsonb refuses
+ * \u0000 in strings). null or undefined: nothing.
+ */
+export function serialiseJson(name: string, value: unknown): string | null {
+  if (value === null || value === undefined) return null;
+  if (jsonDepth(value) > MAX_JSON_DEPTH) throw new InvalidInputError(`${name} must be nested at most ${MAX_JSON_DEPTH} levels deep`);
+  const text = JSON.stringify(value);
+  if (text === undefined) throw new InvalidInputError(`${name} must be a JSON value`);
+  if (Buffer.byteLength(text, "utf8") > MAX_JSON_BYTES) throw new InvalidInputError(`${name} must be at most ${MAX_JSON_BYTES} bytes of JSON`);
+  if (text.includes("\\u0000")) throw new InvalidInputError(`${name} must not contain NUL characters`);
+  if (LONE_SURROGATE.test(text)) throw new InvalidInputError(`${name} must be well-formed Unicode (it has half of a surrogate pair)`);
+  return text;
+}
+
+/** How deeply payload and result may nest (objects and arrays). */
+export const MAX_JSON_DEPTH = 64;
+
+/** The nesting depth of a JSON value, walked without recursion (a hostile value cannot overflow the stack); stops past MAX_JSON_DEPTH. */
+function jsonDepth(value: unknown): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== "object") continue;
+    deepest = Math.max(deepest, depth);
+    if (deepest > MAX_JSON_DEPTH) return deepest;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
+/** A whole number of seconds in min..max (retryAfterSeconds, retryDelaySeconds, maxExecutionSeconds). */
+export function validateSeconds(name: string, value: number, min: number, max: number): number {
+  if (!Number.isInteger(value) || value < min || value > max) throw new InvalidInputError(`${name} must be a whole number of seconds from ${min} to ${max}`);
+  return value;
+}
+
+export const MAX_RETRY_SECONDS = 86_400;
+export const MAX_EXECUTION_SECONDS = 604_800;
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 200;
+
+/** An idempotency key: 1..200 characters, compared exactly. */
+export function validateIdempotencyKey(key: string): string {
+  if (key.length === 0) throw new InvalidInputError("idempotencyKey must not be empty (leave it out for none)");
+  return validateText("idempotencyKey", key, MAX_IDEMPOTENCY_KEY_LENGTH);
+}
+
+/** A notBefore instant: a valid date within a sane range (years 2000..9999). */
+export function validateInstant(name: string, value: Date): Date {
+  const t = value.getTime();
+  if (!Number.isFinite(t) || t < Date.UTC(2000, 0, 1) || t >= Date.UTC(10000, 0, 1)) throw new InvalidInputError(`${name} must be a date between the years 2000 and 9999`);
+  return value;
+}

@@ -10,6 +10,7 @@ export const builder = new SchemaBuilder<{
   Scalars: {
     ID: { Input: string; Output: string };
     DateTime: { Input: Date; Output: Timestamp };
+    JSON: { Input: unknown; Output: unknown };
   };
 }>({
   defaultFieldNullability: false,
@@ -32,3 +33,9 @@ builder.scalarType("DateTime", {
 builder.queryType({});
 builder.mutationType({});
 builder.subscriptionType({});
+
+builder.scalarType("JSON", {
+  description: "Any JSON value (payload and result: at most 64 KB once serialised).",
+  serialize: (value) => value,
+  parseValue: (value) => value,
+});

@@ -7,7 +7,7 @@ import type { EventBus } from "../events/bus.js";
 import type { LedgerReader } from "../events/history.js";
 import type { LedgerWatcher } from "../events/watcher.js";
 import type { Admission } from "../bounds/admission.js";
-import type { IssueLoader } from "./issueLoader.js";
+import type { DependencyLoader, IssueLoader } from "./issueLoader.js";
 import type { LockDeps } from "../locks/shared/deps.js";
 import type { AgentActor } from "../locks/shared/types.js";
 import type { Issue } from "../domain/types.js";
@@ -22,6 +22,8 @@ export interface AppServices {
   readonly watcher: LedgerWatcher;
   readonly ledger: LedgerReader;
   readonly issues: IssueLoader;
+  /** Issue.blockedBy and Issue.waitingOn, batched across operations. */
+  readonly dependencies: DependencyLoader;
   readonly locks: LockDeps;
   readonly log: Logger;
   readonly metrics: Metrics;

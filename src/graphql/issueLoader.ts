@@ -1,7 +1,7 @@
 // LockEvent.issue for every operation of the instance at once.
 import DataLoader from "dataloader";
 import type { Queryable } from "../db/client.js";
-import { getIssues } from "../reads/lists.js";
+import { getDependencies, getIssues } from "../reads/lists.js";
 import type { Issue } from "../domain/types.js";
 
 type Lookup = { scope: string | null; id: string };
@@ -47,4 +47,32 @@ async function readByScope(db: Queryable, lookups: readonly Lookup[]): Promise<(
     const read = found.get(scope)!;
     return read instanceof Error ? read : (read.get(id) ?? null);
   });
+}
+
+export type Dependency = { issueId: string; blockedById: string; done: boolean };
+
+/**
+ * Issue.blockedBy and Issue.waitingOn for every operation of the instance at
+ * once, like IssueLoader: the edges of the issues asked for before the next
+ * setImmediate are read in one query (READ_DEPENDENCIES), nothing kept after.
+ * Only asked for issues a resolver already holds, so already in scope.
+ */
+export class DependencyLoader {
+  private readonly loader: DataLoader<string, Dependency[]>;
+
+  constructor(db: Queryable) {
+    this.loader = new DataLoader(
+      async (ids) => {
+        const byIssue = new Map<string, Dependency[]>();
+        for (const d of await getDependencies(db, ids)) byIssue.set(d.issueId, [...(byIssue.get(d.issueId) ?? []), d]);
+        return ids.map((id) => byIssue.get(id) ?? []);
+      },
+      { cache: false, batchScheduleFn: (run) => setImmediate(run) },
+    );
+  }
+
+  /** The issue's blockedBy edges, oldest first, each with whether its blocker is DONE. */
+  load(issueId: string): Promise<Dependency[]> {
+    return this.loader.load(issueId);
+  }
 }

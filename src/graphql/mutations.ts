@@ -14,10 +14,13 @@ import { releaseIssue } from "../locks/release/releaseIssue.js";
 import { tickScheduler } from "../locks/runs/schedulerTick.js";
 import { finishRun, heartbeatRun, startRun } from "../locks/runs/runs.js";
 import { updateIssue } from "../locks/operator/updateIssue.js";
+import { addDependency, removeDependency } from "../locks/graph/dependencies.js";
+import type { GraphEditor } from "../locks/graph/dependencies.js";
+import { createSubIssues } from "../locks/graph/createSubIssues.js";
 import type { UpdateIssueInput } from "../locks/operator/updateIssue.js";
 import { traced } from "../tracing/spans.js";
 import { builder } from "./builder.js";
-import { requireAdmin, requireAgent, requireBoard, requireKeyManager } from "./context.js";
+import { requireAdmin, requireAgent, requireBoard, requireKeyManager, requirePrincipal } from "./context.js";
 import type { Context } from "./context.js";
 import { AgentRef } from "./types/company.js";
 import { validateId } from "../domain/validate.js";
@@ -38,10 +41,30 @@ import {
   RotateKeyPayloadRef,
   RunResultRef,
   UpdateIssueResultRef,
+  AddDependencyResultRef,
+  RemoveDependencyResultRef,
+  CreateSubIssuesResultRef,
 } from "./types/results.js";
 import { HeartbeatRunRef } from "./types/run.js";
 
 const optionalId = (name: string, value: string | null | undefined) => (value == null ? value : validateId(name, value));
+
+/** What retryAfterSeconds and result say, on releaseIssue and releaseIssues alike. */
+const RETRY_AFTER_DOC =
+  "0..86400, with REQUEUE or FAILED only: not claimable again for this long (instead of the retry backoff). With REQUEUE from IN_PROGRESS " +
+  'the attempt is given back: "not now" is not a failure.';
+const RESULT_DOC = "What the work produced (at most 64 KB of JSON); kept on the issue whatever the outcome.";
+
+/** The caller as a graph editor: the board, or an agent naming the run that must hold the issue. */
+function graphEditor(ctx: Context, runId: string | null | undefined): GraphEditor {
+  if (requirePrincipal(ctx).role === "AGENT") {
+    const actor = requireAgent(ctx);
+    if (runId == null) throw new InvalidInputError("runId is required for an agent: the run that holds the issue");
+    return { companyId: actor.companyId, agentId: actor.agentId, runId: validateId("runId", runId) };
+  }
+  if (runId != null) throw new InvalidInputError("runId is for agents; the board leaves it out");
+  return { companyId: requireBoard(ctx), agentId: null };
+}
 
 /**
  * The verb's answer as the caller gets it: counted under the mutation's name
@@ -280,6 +303,8 @@ builder.mutationFields((t) => ({
       issueId: t.arg.id({ required: true }),
       outcome: t.arg({ type: ReleaseOutcomeEnum, required: true }),
       reason: t.arg.string(),
+      retryAfterSeconds: t.arg.int({ description: RETRY_AFTER_DOC }),
+      result: t.arg({ type: "JSON", description: RESULT_DOC }),
     },
     resolve: (_root, args, ctx) =>
       answered(
@@ -291,6 +316,8 @@ builder.mutationFields((t) => ({
           issueId: validateId("issueId", args.issueId),
           outcome: args.outcome,
           reason: args.reason,
+          retryAfterSeconds: args.retryAfterSeconds,
+          result: args.result,
         }),
       ),
   }),
@@ -331,6 +358,8 @@ builder.mutationFields((t) => ({
       issueIds: t.arg.idList({ required: true }),
       outcome: t.arg({ type: ReleaseOutcomeEnum, required: true }),
       reason: t.arg.string(),
+      retryAfterSeconds: t.arg.int({ description: RETRY_AFTER_DOC }),
+      result: t.arg({ type: "JSON", description: RESULT_DOC }),
     },
     resolve: (_root, args, ctx) =>
       answered(
@@ -342,7 +371,73 @@ builder.mutationFields((t) => ({
           issueIds: args.issueIds.map((id, n) => validateId(`issueIds[${n}]`, id)),
           outcome: args.outcome,
           reason: args.reason,
+          retryAfterSeconds: args.retryAfterSeconds,
+          result: args.result,
         }),
       ),
+  }),
+}));
+
+// ---- BOARD or AGENT: the work graph (docs/lifecycle.md, "The work graph") ----
+// The board edits any issue of its company; an agent only one its run holds.
+builder.mutationFields((t) => ({
+  addDependency: t.field({
+    type: AddDependencyResultRef,
+    description:
+      "issueId waits on blockedById: it is not claimed again until blockedById is DONE. Refused with DependencyCycle if blockedById already " +
+      "waits on issueId. The board, or an agent whose run (runId) holds issueId; a held issue keeps its locks.",
+    args: { issueId: t.arg.id({ required: true }), blockedById: t.arg.id({ required: true }), runId: t.arg.id() },
+    resolve: (_root, args, ctx) =>
+      answered(
+        ctx,
+        "addDependency",
+        args,
+        addDependency(ctx.services.locks, graphEditor(ctx, args.runId), validateId("issueId", args.issueId), validateId("blockedById", args.blockedById)),
+      ),
+  }),
+
+  removeDependency: t.field({
+    type: RemoveDependencyResultRef,
+    description: "issueId no longer waits on blockedById (nothing changes if it did not). Who may: as addDependency.",
+    args: { issueId: t.arg.id({ required: true }), blockedById: t.arg.id({ required: true }), runId: t.arg.id() },
+    resolve: (_root, args, ctx) =>
+      answered(
+        ctx,
+        "removeDependency",
+        args,
+        removeDependency(ctx.services.locks, graphEditor(ctx, args.runId), validateId("issueId", args.issueId), validateId("blockedById", args.blockedById)),
+      ),
+  }),
+}));
+
+// ---- AGENT: splitting its own issue ----
+builder.mutationFields((t) => ({
+  createSubIssues: t.field({
+    type: CreateSubIssuesResultRef,
+    description:
+      "1..100 new issues with parentId set, in one transaction, by an agent whose run holds parentId. They may be assigned to any agent of the " +
+      "company, or none. parentWaits: the parent also waits on every new one (released with REQUEUE, it comes back once they are all DONE).",
+    args: {
+      runId: t.arg.id({ required: true }),
+      parentId: t.arg.id({ required: true }),
+      inputs: t.arg({ type: [CreateIssueInputRef], required: true }),
+      parentWaits: t.arg.boolean({ defaultValue: false }),
+    },
+    resolve: async (_root, args, ctx) => {
+      const actor = requireAgent(ctx);
+      const result = await answered(
+        ctx,
+        "createSubIssues",
+        { runId: args.runId, issueId: args.parentId },
+        createSubIssues(ctx.services.locks, actor, {
+          runId: validateId("runId", args.runId),
+          parentId: validateId("parentId", args.parentId),
+          inputs: args.inputs.map((input, n) => ({ ...input, assigneeAgentId: optionalId(`inputs[${n}].assigneeAgentId`, input.assigneeAgentId) })),
+          parentWaits: args.parentWaits,
+        }),
+      );
+      if (result.__typename === "SubIssuesCreated") ctx.services.bus.announceIssues(actor.companyId, [result.parent.id, ...result.issues.map((i) => i.id)]);
+      return result;
+    },
   }),
 }));

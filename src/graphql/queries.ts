@@ -1,10 +1,10 @@
-import { getCompany, getRun, listAgents, listCompanies, listIssues, listLockEvents, listRuns } from "../reads/lists.js";
+import { getCompany, getRun, listAgents, listCompanies, listLockEvents, listRuns } from "../reads/lists.js";
 import { getIssues } from "../reads/lists.js";
 import { lockAudit } from "../reads/lockAudit.js";
 import { listConcurrencyLimits } from "../locks/operator/concurrencyLimits.js";
 import { builder } from "./builder.js";
+import { issuePage } from "./issuePages.js";
 import { readScope, requireAdmin, requireCompanyOverseer, requireCompanyReader, requirePrincipal } from "./context.js";
-import { InvalidInputError } from "../domain/errors.js";
 import { validateId, validateSeq } from "../domain/validate.js";
 import { AgentRef, CompanyRef, PrincipalRef } from "./types/company.js";
 import { PAGE_LIMITS, pageSize } from "../bounds/pages.js";
@@ -18,17 +18,6 @@ import { HeartbeatRunRef } from "./types/run.js";
 export function parseSeq(name: string, value: string | null | undefined): string | null {
   if (value == null) return null;
   return validateSeq(name, value);
-}
-
-const encodeCursor = (id: string) => Buffer.from(`issue:${id}`).toString("base64url");
-function decodeCursor(cursor: string): string {
-  const text = Buffer.from(cursor, "base64url").toString("utf8");
-  if (!text.startsWith("issue:")) throw new InvalidInputError("after is not a cursor from this API");
-  try {
-    return validateId("after", text.slice("issue:".length));
-  } catch {
-    throw new InvalidInputError("after is not a cursor from this API");
-  }
 }
 
 builder.queryFields((t) => ({
@@ -78,21 +67,24 @@ builder.queryFields((t) => ({
       companyId: t.arg.id({ required: true }),
       status: t.arg({ type: [IssueStatusEnum] }),
       assigneeAgentId: t.arg.id(),
+      parentId: t.arg.id({ description: "Only the sub-issues of this issue." }),
+      ready: t.arg.boolean({ description: "Only ready issues (true), or only the others (false): see Issue.ready." }),
       first: t.arg.int({ defaultValue: PAGE_LIMITS.issues.fallback }),
       after: t.arg.string(),
     },
-    resolve: async (_root, args, ctx) => {
-      const companyId = requireCompanyReader(ctx, args.companyId);
-      const first = pageSize("first", args.first, PAGE_LIMITS.issues);
-      const page = await listIssues(ctx.services.db, companyId, {
-        status: args.status ?? null,
-        assigneeAgentId: args.assigneeAgentId != null ? validateId("assigneeAgentId", args.assigneeAgentId) : null,
-        afterId: args.after != null ? decodeCursor(args.after) : null,
-        first,
-      });
-      const edges = page.issues.map((node) => ({ cursor: encodeCursor(node.id), node }));
-      return { edges, pageInfo: { hasNextPage: page.hasNextPage, endCursor: edges.at(-1)?.cursor ?? null } };
-    },
+    resolve: (_root, args, ctx) =>
+      issuePage(
+        ctx,
+        requireCompanyReader(ctx, args.companyId),
+        {
+          status: args.status ?? null,
+          assigneeAgentId: args.assigneeAgentId != null ? validateId("assigneeAgentId", args.assigneeAgentId) : null,
+          parentId: args.parentId != null ? validateId("parentId", args.parentId) : null,
+          ready: args.ready ?? null,
+        },
+        args.first,
+        args.after ?? null,
+      ),
   }),
 
   run: t.field({

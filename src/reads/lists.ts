@@ -3,7 +3,7 @@
 import type { Queryable } from "../db/client.js";
 import { prunedColumns, refuseAhead, refusePruned } from "../events/history.js";
 import type { PrunedColumns } from "../events/history.js";
-import { agentJson, companyJson, eventJson, issueJson, queryAll, queryOne, raw, runJson, sql, statement } from "../db/sql.js";
+import { agentJson, companyJson, eventJson, issueJson, queryAll, queryOne, raw, readyNow, runJson, sql, statement } from "../db/sql.js";
 import type { Agent, Company } from "../domain/types.js";
 import type { Issue, IssueStatus, LockEvent, Run, RunStatus } from "../domain/types.js";
 
@@ -61,11 +61,39 @@ export interface IssuePage {
   hasNextPage: boolean;
 }
 
+/**
+ * Each issue's blockedBy edges with their blockers' status, for the issues
+ * `ids` (Issue.blockedBy and Issue.waitingOn, through a DataLoader): oldest
+ * edge first.
+ */
+export async function getDependencies(db: Queryable, ids: readonly string[]): Promise<{ issueId: string; blockedById: string; done: boolean }[]> {
+  if (ids.length === 0) return [];
+  return queryAll(
+    db,
+    statement(
+      "READ_DEPENDENCIES",
+      sql`SELECT d.issue_id AS "issueId", d.blocked_by_id AS "blockedById", b.status = 'DONE' AS done
+            FROM issue_dependencies d JOIN issues b ON b.id = d.blocked_by_id
+           WHERE d.issue_id = ANY(${[...ids]}::uuid[])
+           ORDER BY d.issue_id, d.created_at, d.blocked_by_id`,
+    ),
+  );
+}
+
 /** Issues in (created_at, id) order, after the issue `afterId` (keyset pagination: stable under inserts). */
 export async function listIssues(
   db: Queryable,
   companyId: string,
-  filter: { status?: IssueStatus[] | null; assigneeAgentId?: string | null; afterId?: string | null; first: number },
+  filter: {
+    status?: IssueStatus[] | null;
+    assigneeAgentId?: string | null;
+    /** Only the sub-issues of this issue. */
+    parentId?: string | null;
+    /** Only ready issues (true) or only the others (false): Issue.ready. */
+    ready?: boolean | null;
+    afterId?: string | null;
+    first: number;
+  },
 ): Promise<IssuePage> {
   const rows = await queryAll<{ issue: Issue }>(
     db,
@@ -75,6 +103,8 @@ export async function listIssues(
          WHERE i.company_id = ${companyId}::uuid
            AND (${filter.status ?? null}::issue_status[] IS NULL OR i.status = ANY(${filter.status ?? null}::issue_status[]))
            AND (${filter.assigneeAgentId ?? null}::uuid IS NULL OR i.assignee_agent_id = ${filter.assigneeAgentId ?? null}::uuid)
+           AND (${filter.parentId ?? null}::uuid IS NULL OR i.parent_id = ${filter.parentId ?? null}::uuid)
+           AND (${filter.ready ?? null}::boolean IS NULL OR ${filter.ready ?? null}::boolean = ${raw(readyNow("i"))})
            AND (${filter.afterId ?? null}::uuid IS NULL OR (i.created_at, i.id) > (
                  SELECT a.created_at, a.id FROM issues a WHERE a.id = ${filter.afterId ?? null}::uuid AND a.company_id = ${companyId}::uuid))
          ORDER BY i.created_at, i.id

@@ -10,6 +10,8 @@ export interface LockAudit {
   halfReleasedLocks: number;
   unescalatedExhausted: number;
   miscountedKeys: number;
+  waitingOnCancelled: number;
+  miscountedWaits: number;
   attemptHistogram: { attemptCount: number; issues: number }[];
 }
 
@@ -51,6 +53,16 @@ export async function lockAudit(db: Db, companyId: string): Promise<LockAudit> {
                                WHERE i.company_id = k.company_id AND i.concurrency_key = k.key
                                  AND ${raw(claimable("i"))}
                                  AND i.assignee_agent_id IS NULL))) AS "miscountedKeys",
+        -- OPEN issues that wait on a CANCELLED blocker: never ready until someone acts (removes the edge or reopens the blocker)
+        (SELECT count(*)::int FROM issues i
+          WHERE i.company_id = ${companyId}::uuid AND i.status = 'OPEN' AND i.waiting_count > 0
+            AND EXISTS (SELECT 1 FROM issue_dependencies d JOIN issues b ON b.id = d.blocked_by_id
+                         WHERE d.issue_id = i.id AND b.status = 'CANCELLED')) AS "waitingOnCancelled",
+        -- waiting_count (kept by baton_dependents_follow_done and the edge statements) against the edges counted
+        (SELECT count(*)::int FROM issues i
+          WHERE i.company_id = ${companyId}::uuid
+            AND i.waiting_count <> (SELECT count(*) FROM issue_dependencies d JOIN issues b ON b.id = d.blocked_by_id
+                                     WHERE d.issue_id = i.id AND b.status <> 'DONE')) AS "miscountedWaits",
         (SELECT coalesce(json_agg(json_build_object('attemptCount', h.attempt_count, 'issues', h.n) ORDER BY h.attempt_count), '[]'::json)
            FROM (SELECT attempt_count, count(*)::int AS n FROM issues WHERE company_id = ${companyId}::uuid GROUP BY attempt_count) h
         ) AS "attemptHistogram"`,

@@ -12,6 +12,7 @@ import { ensureLedgerPartitions } from "../../src/retention/partitions.js";
 import { createTestDatabase, withAdmin } from "../helpers/db.js";
 import type { TestDatabase } from "../helpers/db.js";
 import { race } from "../helpers/race.js";
+import { claimable } from "../../src/locks/shared/fragments.js";
 
 let database: TestDatabase;
 let client: pg.Client;
@@ -189,7 +190,7 @@ describe("constraints", () => {
     );
   });
 
-  it("the claim uses the claim index, whatever else the table holds", async () => {
+  it("the claim uses the claim index, whatever else the table holds (waiting and delayed issues included)", async () => {
     const {
       rows: [company],
     } = await client.query("INSERT INTO companies (name) VALUES ('big') RETURNING id");
@@ -197,9 +198,15 @@ describe("constraints", () => {
       `INSERT INTO issues (company_id, title, status) SELECT $1, 't', CASE WHEN g % 10 = 0 THEN 'OPEN' ELSE 'DONE' END::issue_status FROM generate_series(1, 20000) g`,
       [company.id],
     );
+    // OPEN issues that are not ready: waiting on blockers, and delayed (the claim index leaves both out)
+    await client.query(
+      `INSERT INTO issues (company_id, title, status, waiting_count, not_before, delayed)
+       SELECT $1, 'w', 'OPEN', (g % 2), CASE WHEN g % 2 = 0 THEN now() + interval '1 day' END, g % 2 = 0 FROM generate_series(1, 20000) g`,
+      [company.id],
+    );
     await client.query("ANALYZE issues");
     const { rows } = await client.query(
-      `EXPLAIN SELECT id FROM issues i WHERE i.company_id = $1 AND i.status = 'OPEN' AND i.attempt_count < i.max_attempts
+      `EXPLAIN SELECT id FROM issues i WHERE i.company_id = $1 AND ${claimable("i")}
          AND i.assignee_agent_id IS NULL ORDER BY i.priority, i.created_at, i.id LIMIT 1 FOR UPDATE SKIP LOCKED`,
       [company.id],
     );

@@ -63,6 +63,12 @@ export const LockAuditRef = builder.objectRef<LockAudit>("LockAudit").implement(
     miscountedKeys: t.exposeInt("miscountedKeys", {
       description: "Concurrency keys whose active count or best claimable priority, as the claims read them, differs from a count over the issues.",
     }),
+    waitingOnCancelled: t.exposeInt("waitingOnCancelled", {
+      description: "OPEN issues that wait on a CANCELLED blocker: they will never be ready until someone removes the dependency or reopens the blocker.",
+    }),
+    miscountedWaits: t.exposeInt("miscountedWaits", {
+      description: "Issues whose stored count of blockers not DONE differs from their dependencies counted now (0 when healthy).",
+    }),
     attemptHistogram: t.field({ type: [AttemptBucketRef], resolve: (a) => a.attemptHistogram }),
   }),
 });

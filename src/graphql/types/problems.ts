@@ -95,3 +95,19 @@ export const InvalidTransitionRef = problem<T.InvalidTransition>("InvalidTransit
     to: t.expose("to", { type: IssueStatusEnum }),
   }),
 });
+
+export const IssueWaitingRef = problem<T.IssueWaiting>("IssueWaiting").implement({
+  interfaces: [ProblemRef],
+  description: "A claim by id of an OPEN issue that is not ready: it waits on blockers not DONE yet, or on its notBefore.",
+  fields: (t) => ({
+    issueId: t.exposeID("issueId"),
+    waitingOn: t.exposeIDList("waitingOn"),
+    notBefore: t.expose("notBefore", { type: "DateTime", nullable: true }),
+  }),
+});
+
+export const DependencyCycleRef = problem<T.DependencyCycle>("DependencyCycle").implement({
+  interfaces: [ProblemRef],
+  description: "The edge would close a cycle. path: the cycle's issues once each, from blockedById along blockedBy edges to issueId.",
+  fields: (t) => ({ path: t.exposeIDList("path") }),
+});

@@ -3,6 +3,8 @@ import type * as T from "../../locks/shared/types.js";
 import type { SchedulerTick } from "../../locks/runs/schedulerTick.js";
 import type { IssuesClaimed } from "../../locks/claim/claimIssues.js";
 import type { IssuesReleased } from "../../locks/release/releaseIssues.js";
+import type { DependencyChanged } from "../../locks/graph/dependencies.js";
+import type { SubIssuesCreated } from "../../locks/graph/createSubIssues.js";
 import type { Agent, Company } from "../../domain/types.js";
 import { builder } from "../builder.js";
 import { AgentRef, CompanyRef } from "./company.js";
@@ -52,6 +54,7 @@ export const ClaimIssueResultRef = builder.unionType("ClaimIssueResult", {
     P.RunNotActiveRef,
     P.IssueNotFoundRef,
     P.ConcurrencyLimitReachedRef,
+    P.IssueWaitingRef,
   ],
   resolveType: byTypename,
 });
@@ -139,5 +142,34 @@ const IssuesReleasedRef = builder.objectRef<IssuesReleased>("IssuesReleased").im
 
 export const ReleaseIssuesResultRef = builder.unionType("ReleaseIssuesResult", {
   types: [IssuesReleasedRef, P.RunNotActiveRef],
+  resolveType: byTypename,
+});
+
+const DependencyAddedRef = builder.objectRef<DependencyChanged>("DependencyAdded").implement({
+  fields: (t) => ({ issue: t.field({ type: IssueRef, resolve: (r) => r.issue }) }),
+});
+const DependencyRemovedRef = builder.objectRef<DependencyChanged>("DependencyRemoved").implement({
+  fields: (t) => ({ issue: t.field({ type: IssueRef, resolve: (r) => r.issue }) }),
+});
+
+export const AddDependencyResultRef = builder.unionType("AddDependencyResult", {
+  types: [DependencyAddedRef, P.DependencyCycleRef, P.IssueNotFoundRef, P.NotLockOwnerRef],
+  resolveType: byTypename,
+});
+
+export const RemoveDependencyResultRef = builder.unionType("RemoveDependencyResult", {
+  types: [DependencyRemovedRef, P.IssueNotFoundRef, P.NotLockOwnerRef],
+  resolveType: byTypename,
+});
+
+const SubIssuesCreatedRef = builder.objectRef<SubIssuesCreated>("SubIssuesCreated").implement({
+  fields: (t) => ({
+    parent: t.field({ type: IssueRef, resolve: (r) => r.parent }),
+    issues: t.field({ type: [IssueRef], resolve: (r) => r.issues }),
+  }),
+});
+
+export const CreateSubIssuesResultRef = builder.unionType("CreateSubIssuesResult", {
+  types: [SubIssuesCreatedRef, P.NotLockOwnerRef, P.RunNotActiveRef, P.IssueNotFoundRef],
   resolveType: byTypename,
 });

@@ -6,20 +6,21 @@
 import { appendEvents, issueJson, raw, runViewJson, sql, stampEvent, statement } from "../../db/sql.js";
 import { commitChange } from "../shared/commit.js";
 import type { StatementDeps } from "../shared/deps.js";
-import { RUN_CTE_COLUMNS, attemptsAfterDeath, lockedIssuesCte, runCte, runIsLive, runLeaseExpired } from "../shared/fragments.js";
+import { RUN_CTE_COLUMNS, attemptsAfterDeath, lockedIssuesCte, runCte, runIsLive, runLeaseExpired, waiting } from "../shared/fragments.js";
 import type { AgentActor, RunView } from "../shared/types.js";
 import type { Issue, IssueStatus, LockEvent } from "../../domain/types.js";
 
 /**
  * Statuses a checkout can start from: OPEN, or a lock left behind by a dead
  * run. Any status may be listed in expectedStatuses (docs/lifecycle.md checks it after
- * IssueNotFound and alreadyHeld); an issue in any other status answers
+ * IssueNotFound, alreadyHeld and IssueWaiting); an issue in any other status answers
  * UnexpectedStatus even when it is listed.
  */
 export const CLAIMABLE_STATUSES: readonly IssueStatus[] = ["OPEN", "CLAIMED", "IN_PROGRESS"];
 
 export type CheckoutVerdict =
   | "ALREADY_HELD"
+  | "WAITING"
   | "LIMIT_REACHED"
   | "UNEXPECTED_STATUS"
   | "HELD"
@@ -37,6 +38,8 @@ export interface CheckoutAnswer {
   holder: Pick<RunView, "id" | "agentId" | "status" | "live"> | null;
   /** The key's limit, when the verdict is LIMIT_REACHED. */
   limit: { key: string; maxActive: number } | null;
+  /** The blockers not DONE yet, when the verdict is WAITING. */
+  waitingOn: string[] | null;
   events: LockEvent[];
 }
 
@@ -109,6 +112,7 @@ function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: 
     verdict AS (
       SELECT CASE
         WHEN s.checkout_run_id = ${runId}::uuid THEN 'ALREADY_HELD'
+        WHEN ${raw(waiting("s"))} THEN 'WAITING'
         WHEN EXISTS (SELECT 1 FROM full_key) THEN 'LIMIT_REACHED'
         WHEN NOT (s.status = ANY(${expected}::issue_status[]) AND s.status = ANY(${CLAIMABLE_STATUSES}::issue_status[])) THEN 'UNEXPECTED_STATUS'
         WHEN s.holder_live THEN 'HELD'
@@ -145,6 +149,8 @@ function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: 
            (SELECT ${issueJson("c")} FROM changed c) AS issue,
            (SELECT json_build_object('id', h.id, 'agentId', h.agent_id, 'status', h.status, 'live', h.live) FROM holder h) AS holder,
            (SELECT json_build_object('key', f.key, 'maxActive', f.max_active) FROM full_key f) AS "limit",
+           (SELECT array_agg(d.blocked_by_id ORDER BY d.created_at, d.blocked_by_id) FROM verdict v, issue_dependencies d JOIN issues b ON b.id = d.blocked_by_id
+             WHERE v.verdict = 'WAITING' AND d.issue_id = ${issueId}::uuid AND b.status <> 'DONE') AS "waitingOn",
            (SELECT list FROM events) AS events`,
   );
 }

@@ -49,6 +49,20 @@ async function checkoutNamed(deps: LockDeps, actor: AgentActor, runId: string, i
     case "CLAIM":
     case "ADOPT":
       return { __typename: "IssueClaimed", issue: row.issue!, run, alreadyHeld: false, adopted: row.verdict === "ADOPT" };
+    case "WAITING": {
+      const waitingOn = row.waitingOn ?? [];
+      const parts = [
+        ...(waitingOn.length > 0 ? [`${waitingOn.length} blocker${waitingOn.length === 1 ? "" : "s"} not DONE (${waitingOn.join(", ")})`] : []),
+        ...(cur.notBefore && waitingOn.length === 0 ? [`notBefore ${String(cur.notBefore)}`] : []),
+      ];
+      return {
+        __typename: "IssueWaiting",
+        message: `issue ${issueId} is not ready: it waits on ${parts.join(" and ") || "its notBefore"}`,
+        issueId,
+        waitingOn,
+        notBefore: cur.notBefore,
+      };
+    }
     case "LIMIT_REACHED":
       return {
         __typename: "ConcurrencyLimitReached",

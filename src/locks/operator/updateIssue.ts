@@ -10,7 +10,16 @@ import { ISSUE_STATUSES } from "../../domain/types.js";
 import { InvalidInputError } from "../../domain/errors.js";
 import { issueNotFound } from "../shared/types.js";
 import { BOARD_TRANSITIONS } from "../../domain/transitions.js";
-import { validateConcurrencyKey, validateMaxAttempts, validateTitle, validateDescription } from "../../domain/validate.js";
+import {
+  MAX_EXECUTION_SECONDS,
+  MAX_RETRY_SECONDS,
+  validateConcurrencyKey,
+  validateDescription,
+  validateInstant,
+  validateMaxAttempts,
+  validateSeconds,
+  validateTitle,
+} from "../../domain/validate.js";
 
 /** BOARD_TRANSITIONS as SQL: the statuses `alias.status` may move to. */
 const allowedTargets = (alias: string) =>
@@ -28,6 +37,12 @@ export interface UpdateIssueInput {
   status?: IssueStatus | null;
   /** undefined keeps the key; null moves the issue to the unkeyed pool. */
   concurrencyKey?: string | null;
+  /** undefined keeps it; null clears it (no delay). */
+  notBefore?: Date | null;
+  /** undefined keeps it; null is 0 (no backoff). */
+  retryDelaySeconds?: number | null;
+  /** undefined keeps it; null removes the limit. */
+  maxExecutionSeconds?: number | null;
 }
 
 type Verdict = "INVALID" | "EXHAUSTED" | "KEY_WHILE_ACTIVE" | "NO_AGENT" | "UPDATE";
@@ -85,6 +100,11 @@ function updateStatement(companyId: string, issueId: string, input: UpdateIssueI
              concurrency_key = coalesce(${key}::text, i.concurrency_key),
              max_attempts = n.max_attempts,
              status = n.status,
+             -- a notBefore still ahead takes the issue out of the claim indexes until WAKE_DUE_ISSUES
+             not_before = ${input.notBefore === undefined ? raw("i.not_before") : sql`${input.notBefore}::timestamptz`},
+             delayed = ${input.notBefore === undefined ? raw("i.delayed") : sql`coalesce(${input.notBefore}::timestamptz > now(), false)`},
+             retry_delay_seconds = ${input.retryDelaySeconds === undefined ? raw("i.retry_delay_seconds") : sql`${input.retryDelaySeconds ?? 0}::int`},
+             max_execution_seconds = ${set(input.maxExecutionSeconds, "max_execution_seconds", "int")},
              -- the locks as cur locked them, not i's (see lockedIssuesCte): n.status
              -- came from cur, and the row PostgreSQL checks first is the snapshot's
              checkout_run_id = CASE WHEN n.status IN ('CLAIMED', 'IN_PROGRESS') THEN c.checkout_run_id END,
@@ -116,6 +136,9 @@ export async function updateIssue(deps: LockDeps, companyId: string, issueId: st
   if (input.priority === null) throw new InvalidInputError("priority cannot be null");
   if (input.status === null) throw new InvalidInputError("status cannot be null");
   if (input.concurrencyKey != null) validateConcurrencyKey("concurrencyKey", input.concurrencyKey);
+  if (input.notBefore != null) validateInstant("notBefore", input.notBefore);
+  if (input.retryDelaySeconds != null) validateSeconds("retryDelaySeconds", input.retryDelaySeconds, 0, MAX_RETRY_SECONDS);
+  if (input.maxExecutionSeconds != null) validateSeconds("maxExecutionSeconds", input.maxExecutionSeconds, 1, MAX_EXECUTION_SECONDS);
   const row = await commitChange<{ current: Issue | null; verdict: Verdict | null; issue: Issue | null; events: LockEvent[] }>(
     deps,
     updateStatement(companyId, issueId, input),

@@ -10,6 +10,7 @@ import type { Db } from "../../db/client.js";
 import { appendEvents, queryOne, queryOneInTransaction, raw, retryingAborts, sql, stampEvent, statement } from "../../db/sql.js";
 import type { Sql } from "../../db/sql.js";
 import { commitChange } from "../shared/commit.js";
+import { wakeDueIssues } from "./wakeDueIssues.js";
 import type { EventSink } from "../../domain/types.js";
 import { attemptsAfterDeath, exhaustedOpen, recoveredKind, recoverLock, reopenOrEscalate, runIsLive, runLeaseExpired } from "../shared/fragments.js";
 import type { LockEvent } from "../../domain/types.js";
@@ -153,6 +154,43 @@ const recoverDeadLocks = (batch: number) =>
   );
 
 /**
+ * Invariant: an execution held longer than its issue's maxExecutionSeconds
+ * ends even while its run heartbeats (docs/lifecycle.md, Runaway executions):
+ * the lock is taken back as a dead holder's is (recoverLock: the attempt
+ * acquireExecution charged stays spent, backoff applies, ESCALATED without an
+ * attempt left), one RECOVERED or ESCALATED event with reason
+ * EXECUTION_TIMED_OUT each. Rows another transaction holds are passed over
+ * (SKIP LOCKED) and the limit is re-checked on each row's newest version, so
+ * a release that landed first wins. The holder learns it as any lost hold.
+ */
+const recoverRunawayExecutions = (batch: number) =>
+  statement(
+    "RECOVER_TIMED_OUT_EXECUTIONS",
+    sql`
+  WITH gate AS (SELECT pg_advisory_xact_lock(${SWEEP_LOCK_KEY}::bigint)),
+  locked AS (
+    SELECT i.id, i.checkout_run_id AS run_id, h.agent_id FROM gate, issues i
+      LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
+     WHERE ${raw(executionTimedOut("i"))}
+     ORDER BY i.execution_locked_at LIMIT ${batch}::int
+       FOR UPDATE OF i SKIP LOCKED
+  ),
+  changed AS (
+    UPDATE issues i SET ${raw(recoverLock("i"))}, ${raw(stampEvent("i"))}, updated_at = now()
+      FROM locked l WHERE i.id = l.id AND ${raw(executionTimedOut("i"))}
+    RETURNING i.*, ${raw(recoveredKind("i"))} AS ev_kind, l.run_id AS ev_run_id, l.agent_id AS ev_agent_id,
+              'EXECUTION_TIMED_OUT' AS ev_reason
+  ),
+  ${appendEvents("changed")}
+  SELECT (SELECT count(*)::int FROM changed) AS n, (SELECT list FROM events) AS events`,
+  );
+
+/** Issue `alias` is IN_PROGRESS under an execution lock older than its maxExecutionSeconds (issues_execution_limited_idx). */
+const executionTimedOut = (alias: string) =>
+  `${alias}.status = 'IN_PROGRESS' AND ${alias}.max_execution_seconds IS NOT NULL
+   AND ${alias}.execution_locked_at <= now() - make_interval(secs => ${alias}.max_execution_seconds)`;
+
+/**
  * Invariant: an OPEN issue with no attempt left
  * becomes ESCALATED (e.g. after the board lowered maxAttempts), one event each.
  * Rows another transaction holds are passed over (SKIP LOCKED) before the
@@ -195,9 +233,9 @@ export interface IssueToRecover {
   /** The dead holder: null for an OPEN issue with no attempt left. */
   runId: string | null;
   agentId: string | null;
-  /** RUNNING (its lease expired), TIMED_OUT, SUCCEEDED, FAILED, CANCELLED, or MISSING. */
+  /** RUNNING (its lease expired), TIMED_OUT, SUCCEEDED, FAILED, CANCELLED, or MISSING; EXECUTION_TIMED_OUT for a live run's execution past maxExecutionSeconds. */
   runStatus: string | null;
-  /** Seconds since the holder's lease expired or it finished. */
+  /** Seconds since the holder's lease expired or it finished (or its execution passed its limit). */
   deadFor: number | null;
   attemptCount: number;
   maxAttempts: number;
@@ -232,6 +270,14 @@ const preview = (limit: number) =>
       FROM issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
      WHERE i.checkout_run_id IS NOT NULL AND NOT ${raw(runIsLive("h"))}
      ORDER BY i.id LIMIT ${limit}::int
+  ), runaway AS (
+    SELECT i.id AS "issueId", i.company_id AS "companyId", i.status::text AS status, i.checkout_run_id AS "runId",
+           h.agent_id AS "agentId", 'EXECUTION_TIMED_OUT' AS "runStatus",
+           floor(extract(epoch FROM now() - i.execution_locked_at) - i.max_execution_seconds)::int AS "deadFor",
+           i.attempt_count AS "attemptCount", i.max_attempts AS "maxAttempts", ${raw(reopenOrEscalate("i"))}::text AS becomes
+      FROM issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
+     WHERE ${raw(executionTimedOut("i"))} AND ${raw(runIsLive("h"))}
+     ORDER BY i.id LIMIT ${limit}::int
   ), exhausted AS (
     SELECT i.id AS "issueId", i.company_id AS "companyId", i.status::text AS status, NULL::uuid AS "runId", NULL::uuid AS "agentId",
            NULL::text AS "runStatus", NULL::int AS "deadFor", i.attempt_count AS "attemptCount", i.max_attempts AS "maxAttempts",
@@ -242,10 +288,10 @@ const preview = (limit: number) =>
   SELECT
     (SELECT count(*)::int FROM heartbeat_runs r WHERE ${raw(runLeaseExpired("r"))}) AS "timedOutRuns",
     (SELECT count(*)::int FROM issues i LEFT JOIN heartbeat_runs h ON h.id = i.checkout_run_id
-      WHERE i.checkout_run_id IS NOT NULL AND NOT ${raw(runIsLive("h"))}) AS "recoveredIssues",
+      WHERE i.checkout_run_id IS NOT NULL AND (NOT ${raw(runIsLive("h"))} OR ${raw(executionTimedOut("i"))})) AS "recoveredIssues",
     (SELECT count(*)::int FROM issues i WHERE ${raw(exhaustedOpen("i"))}) AS "escalatedIssues",
     coalesce((SELECT json_agg(runs) FROM runs), '[]') AS runs,
-    coalesce((SELECT json_agg(x) FROM (SELECT * FROM held UNION ALL SELECT * FROM exhausted) x), '[]') AS issues`,
+    coalesce((SELECT json_agg(x) FROM (SELECT * FROM held UNION ALL SELECT * FROM runaway UNION ALL SELECT * FROM exhausted) x), '[]') AS issues`,
   );
 
 /** What a sweep would do now, changing nothing: counts, and the first `limit` runs and issues in detail. */
@@ -325,6 +371,7 @@ async function sweepSteps(db: Db, events: EventSink, options: SweepOptions): Pro
   }
   const stop = options.shouldStop ?? (() => false);
   const counts: SweepCounts = { timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0 };
+  await step("wake due issues", () => wakeDueIssues(db));
   counts.timedOutRuns += await step("time out expired runs", async () => {
     let rows = 0;
     for (;;) {
@@ -336,6 +383,7 @@ async function sweepSteps(db: Db, events: EventSink, options: SweepOptions): Pro
   counts.timedOutRuns += await step("time out busy expired runs", () => timeOutBusy(db, batch));
   for (const [label, change] of [
     ["recover locks of dead runs", recoverDeadLocks],
+    ["end executions past their limit", recoverRunawayExecutions],
     ["escalate exhausted open issues", escalateExhausted],
   ] as const) {
     if (stop()) return counts;

@@ -2,19 +2,19 @@
 // (RELEASE_IF_CHECKOUT_HELD in releaseIssues.ts; the API groups a company's
 // concurrent releases into one statement).
 import type { LockDeps } from "../shared/deps.js";
-import { refusal, releaseForEach, releaseReason } from "./releaseIssues.js";
+import { refusal, releaseDetails, releaseForEach } from "./releaseIssues.js";
+import type { ReleaseInput } from "./releaseIssues.js";
 import { refuseRun } from "../runs/runs.js";
 import type { AgentActor, ReleaseIssueResult } from "../shared/types.js";
-import type { ReleaseOutcome } from "../../domain/types.js";
 import { issueNotFound } from "../shared/types.js";
 
 export async function releaseIssue(
   deps: LockDeps,
   actor: AgentActor,
-  input: { runId: string; issueId: string; outcome: ReleaseOutcome; reason?: string | null },
+  input: ReleaseInput & { issueId: string },
 ): Promise<ReleaseIssueResult> {
   const { runId, issueId, outcome } = input;
-  const request = { actor, runId, issueId, outcome, reason: releaseReason(outcome, input.reason) };
+  const request = { actor, runId, issueId, outcome, ...releaseDetails(input) };
   const answer = deps.groups ? await deps.groups.release.submit(actor.companyId, request) : (await releaseForEach(deps, actor.companyId, [request]))[0]!;
   const refused = refuseRun(answer.run, runId, actor);
   if (refused) return refused;

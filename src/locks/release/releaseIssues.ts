@@ -4,14 +4,14 @@
 import { appendEvents, issueJsonOrNull, raw, runViewJson, sql, stampEvent, statement } from "../../db/sql.js";
 import { answerEach } from "../shared/commit.js";
 import type { LockDeps, StatementDeps } from "../shared/deps.js";
-import { CLEAR_LOCKS, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "../shared/fragments.js";
+import { CLEAR_LOCKS, backoffSeconds, delayBy, reopenOrEscalate, requestedIssuesCte, requestedRunsCte } from "../shared/fragments.js";
 import type { ReleaseAnswer, ReleaseRequest, ReleaseVerdict } from "../shared/requests.js";
 import { refuseRun } from "../runs/runs.js";
 import type { AgentActor, IssueNotFound, InvalidTransition, NotLockOwner, RunNotActive } from "../shared/types.js";
 import type { Issue, ReleaseOutcome } from "../../domain/types.js";
 import { InvalidInputError } from "../../domain/errors.js";
 import { issueNotFound } from "../shared/types.js";
-import { validateText } from "../../domain/validate.js";
+import { MAX_RETRY_SECONDS, serialiseJson, validateSeconds, validateText } from "../../domain/validate.js";
 
 export const MAX_REASON_LENGTH = 1000;
 export const MAX_RELEASE_BATCH = 1000;
@@ -34,16 +34,27 @@ export type ReleaseIssuesResult = IssuesReleased | RunNotActive;
  * under the execution lock. A dead run releases nothing (RunNotActive).
  * DONE → DONE, BLOCKED → BLOCKED, FAILED and REQUEUE → OPEN, or ESCALATED
  * without an attempt left. A group never names one issue twice.
+ *
+ * Time (docs/lifecycle.md, Delays and backoff): retryAfterSeconds (REQUEUE or
+ * FAILED) delays the reopened issue by exactly that; otherwise FAILED delays
+ * it by its retry backoff. REQUEUE with retryAfterSeconds from IN_PROGRESS
+ * gives back the attempt acquireExecution charged ("not now" is not a
+ * failure), so it reopens and never escalates on it. `result`, when given, is
+ * kept on the issue whatever the outcome.
  */
+/** The attempt count a release leaves on issue i (request q): one less for REQUEUE with retryAfterSeconds from IN_PROGRESS. */
+const ATTEMPTS_AFTER = `i.attempt_count - (q.outcome = 'REQUEUE' AND q.retry_after IS NOT NULL AND i.status = 'IN_PROGRESS')::int`;
+
 function releaseStatement(companyId: string, group: ReleaseRequest[]) {
   return statement(
     "RELEASE_IF_CHECKOUT_HELD",
     sql`
     WITH req AS (
-      SELECT q.run_id, q.agent_id, q.issue_id, q.outcome, q.reason, q.n::int AS n
+      SELECT q.run_id, q.agent_id, q.issue_id, q.outcome, q.reason, q.retry_after, q.result::jsonb AS result, q.n::int AS n
         FROM unnest(${group.map((g) => g.runId)}::uuid[], ${group.map((g) => g.actor.agentId)}::uuid[],
-                    ${group.map((g) => g.issueId)}::uuid[], ${group.map((g) => g.outcome)}::text[], ${group.map((g) => g.reason)}::text[])
-             WITH ORDINALITY AS q(run_id, agent_id, issue_id, outcome, reason, n)
+                    ${group.map((g) => g.issueId)}::uuid[], ${group.map((g) => g.outcome)}::text[], ${group.map((g) => g.reason)}::text[],
+                    ${group.map((g) => g.retryAfterSeconds ?? null)}::int[], ${group.map((g) => g.result ?? null)}::text[])
+             WITH ORDINALITY AS q(run_id, agent_id, issue_id, outcome, reason, retry_after, result, n)
     ),
     ${requestedRunsCte(companyId, false)},
     ${requestedIssuesCte(companyId)},
@@ -57,7 +68,10 @@ function releaseStatement(companyId: string, group: ReleaseRequest[]) {
     changed AS (
       UPDATE issues i
          SET status = CASE q.outcome WHEN 'DONE' THEN 'DONE'::issue_status WHEN 'BLOCKED' THEN 'BLOCKED'::issue_status
-                      ELSE ${raw(reopenOrEscalate("i"))} END,
+                      ELSE ${raw(reopenOrEscalate("i", { attempts: ATTEMPTS_AFTER }))} END,
+             attempt_count = ${raw(ATTEMPTS_AFTER)},
+             ${raw(delayBy("i", `coalesce(q.retry_after, CASE WHEN q.outcome = 'FAILED' THEN ${backoffSeconds("i", "i.attempt_count")} END)`, `q.outcome IN ('REQUEUE', 'FAILED') AND ${ATTEMPTS_AFTER} < i.max_attempts`))},
+             result = coalesce(q.result, i.result),
              ${raw(CLEAR_LOCKS)}, ${raw(stampEvent("i"))}, updated_at = now()
         FROM verdict v JOIN req q ON q.n = v.n
        WHERE i.id = v.issue_id AND v.verdict = 'RELEASE'
@@ -78,6 +92,27 @@ function releaseStatement(companyId: string, group: ReleaseRequest[]) {
 /** Runs RELEASE_IF_CHECKOUT_HELD for a group of one company's requests; answers in request order. */
 export async function releaseForEach(deps: StatementDeps, companyId: string, group: ReleaseRequest[]): Promise<ReleaseAnswer[]> {
   return answerEach<Omit<ReleaseAnswer, "run">>(deps, releaseStatement(companyId, group));
+}
+
+/** What a release says besides its issues: shared by releaseIssue and releaseIssues. */
+export interface ReleaseInput {
+  runId: string;
+  outcome: ReleaseOutcome;
+  reason?: string | null;
+  retryAfterSeconds?: number | null;
+  result?: unknown;
+}
+
+/** The request's reason, retryAfterSeconds and result, checked (BAD_USER_INPUT before anything runs). */
+export function releaseDetails(input: ReleaseInput): Pick<ReleaseRequest, "reason" | "retryAfterSeconds" | "result"> {
+  const retryAfterSeconds = input.retryAfterSeconds ?? null;
+  if (retryAfterSeconds !== null) {
+    if (input.outcome !== "REQUEUE" && input.outcome !== "FAILED") {
+      throw new InvalidInputError(`retryAfterSeconds goes only with REQUEUE or FAILED, not ${input.outcome}`);
+    }
+    validateSeconds("retryAfterSeconds", retryAfterSeconds, 0, MAX_RETRY_SECONDS);
+  }
+  return { reason: releaseReason(input.outcome, input.reason), retryAfterSeconds, result: serialiseJson("result", input.result) };
 }
 
 /** What the event records as the reason. */
@@ -107,17 +142,17 @@ export function refusal(runId: string, verdict: ReleaseVerdict, cur: Issue): Rel
 export async function releaseIssues(
   deps: LockDeps,
   actor: AgentActor,
-  input: { runId: string; issueIds: string[]; outcome: ReleaseOutcome; reason?: string | null },
+  input: ReleaseInput & { issueIds: string[] },
 ): Promise<ReleaseIssuesResult> {
   const { runId, outcome } = input;
   const issueIds = [...new Set(input.issueIds)];
   if (issueIds.length === 0) throw new InvalidInputError("issueIds must not be empty");
   if (issueIds.length > MAX_RELEASE_BATCH) throw new InvalidInputError(`at most ${MAX_RELEASE_BATCH} issues per call`);
-  const reason = releaseReason(outcome, input.reason);
+  const details = releaseDetails(input);
   const answers = await releaseForEach(
     deps,
     actor.companyId,
-    issueIds.map((issueId) => ({ actor, runId, issueId, outcome, reason })),
+    issueIds.map((issueId) => ({ actor, runId, issueId, outcome, ...details })),
   );
   const refused = refuseRun(answers[0]!.run, runId, actor);
   if (refused) return refused;

@@ -111,10 +111,42 @@ export const assignedOrPooled = (alias: string, agent: Sql, pool: Sql): Sql =>
   sql`(${raw(alias)}.assignee_agent_id = ${agent} OR (${pool} AND ${raw(alias)}.assignee_agent_id IS NULL))`;
 
 /**
- * Issue `alias` may be claimed: OPEN (so it holds no lock) with an attempt left (an exhausted issue is never claimed:
- * docs/invariants.md, 9). The claim indexes' WHERE (issues_claimable_idx, issues_pool_idx) begins with this.
+ * Issue `alias` may be claimed by claim-next: OPEN (so it holds no lock) with
+ * an attempt left (an exhausted issue is never claimed: docs/invariants.md, 9)
+ * and ready (docs/lifecycle.md, Ready): no blocker short of DONE
+ * (waiting_count) and not delayed. The claim indexes' WHERE
+ * (issues_claimable_idx, issues_pool_idx, issues_key_pool_idx) and the keys'
+ * trigger hold the same four; the last term re-checks not_before on the
+ * database clock, so that not even a delayed flag left set by mistake could
+ * let an issue out early.
  */
-export const claimable = (alias: string) => `${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts`;
+export const claimable = (alias: string) =>
+  `${alias}.status = 'OPEN' AND ${alias}.attempt_count < ${alias}.max_attempts AND ${alias}.waiting_count = 0 AND NOT ${alias}.delayed` +
+  ` AND (${alias}.not_before IS NULL OR ${alias}.not_before <= now())`;
+
+/** An OPEN issue `alias` that claim by id answers IssueWaiting for: a blocker short of DONE, or notBefore still ahead. */
+export const waiting = (alias: string) =>
+  `${alias}.status = 'OPEN' AND (${alias}.waiting_count > 0 OR ${alias}.not_before > now())`;
+
+/**
+ * The SET terms that delay issue `alias` by `seconds` (a SQL expression; NULL
+ * leaves not_before as it is): not_before moves to now() + seconds, and the
+ * issue leaves the claim indexes (delayed) until WAKE_DUE_ISSUES sees it due.
+ * `when` (a SQL condition on the old row) limits it to some rows.
+ */
+export const delayBy = (alias: string, seconds: string, when = "true") =>
+  `not_before = CASE WHEN (${when}) AND (${seconds}) IS NOT NULL THEN now() + make_interval(secs => (${seconds})) ELSE ${alias}.not_before END,
+   delayed = CASE WHEN (${when}) AND (${seconds}) IS NOT NULL THEN (${seconds}) > 0 ELSE ${alias}.delayed END`;
+
+/**
+ * Retry backoff after an attempt of issue `alias` ended without DONE, when
+ * `attempts` (the count after the charge) leaves it OPEN: retryDelaySeconds ×
+ * 2^(attempts − 1), at most a day; NULL (no delay) when retry_delay_seconds is
+ * 0 or the issue escalates.
+ */
+export const backoffSeconds = (alias: string, attempts: string) =>
+  `CASE WHEN ${alias}.retry_delay_seconds > 0 AND (${attempts}) < ${alias}.max_attempts
+        THEN least(${alias}.retry_delay_seconds::float8 * power(2, greatest((${attempts}) - 1, 0)), 86400) END`;
 
 /**
  * Issue `alias` is OPEN with no attempt left: never claimable (claimable's
@@ -162,11 +194,12 @@ export const reopenOrEscalate = (
  * A dead holder's lock taken back from issue `alias` (RECOVER_LOCKS_OF_DEAD_RUNS,
  * and disableAgent's RECOVER_LOCKS_OF_DISABLED_RUNS): the attempt a CLAIMED
  * holder used is charged, the issue reopens (or escalates when that was its
- * last attempt), both locks cleared. RECOVERED_KIND is its event's kind.
+ * last attempt) after its retry backoff, both locks cleared. RECOVERED_KIND is its event's kind.
  */
 export const recoverLock = (alias: string) =>
   `attempt_count = ${attemptsAfterDeath(alias)},
    status = ${reopenOrEscalate(alias, { attempts: attemptsAfterDeath(alias) })},
+   ${delayBy(alias, backoffSeconds(alias, attemptsAfterDeath(alias)))},
    ${CLEAR_LOCKS}`;
 /** The event of a recovered lock, read from the changed row `alias`. */
 export const recoveredKind = (alias: string) => `CASE WHEN ${alias}.status = 'ESCALATED' THEN 'ESCALATED' ELSE 'RECOVERED' END`;

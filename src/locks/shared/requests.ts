@@ -44,6 +44,10 @@ export interface ReleaseRequest {
   outcome: ReleaseOutcome;
   /** As recorded in the event: the outcome, or "OUTCOME: the caller's reason". */
   reason: string;
+  /** REQUEUE or FAILED only: not claimable again for this many seconds (instead of the backoff). */
+  retryAfterSeconds?: number | null;
+  /** What the work produced, serialised JSON (validated); null leaves the result as it is. */
+  result?: string | null;
 }
 
 export interface ReleaseAnswer {

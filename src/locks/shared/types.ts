@@ -1,7 +1,7 @@
 // What the lock verbs answer: a run with its liveness, the acting agent, and
 // each verb's result union (JSON objects whose keys match the GraphQL
 // fields). The shapes every layer shares are in src/domain/.
-import type { Issue, IssueStatus, Run, RunStatus } from "../../domain/types.js";
+import type { Issue, IssueStatus, Run, RunStatus, Timestamp } from "../../domain/types.js";
 
 export interface RunView extends Run {
   live: boolean;
@@ -55,6 +55,20 @@ export interface ConcurrencyLimitReached {
   message: string;
   key: string;
   maxActive: number;
+}
+/** A claim by id of an OPEN issue that is not ready: blockers not DONE, or notBefore still ahead. */
+export interface IssueWaiting {
+  __typename: "IssueWaiting";
+  message: string;
+  issueId: string;
+  waitingOn: string[];
+  notBefore: Timestamp | null;
+}
+/** An edge that would close a cycle: path runs from blockedById along blockedBy edges to issueId. */
+export interface DependencyCycle {
+  __typename: "DependencyCycle";
+  message: string;
+  path: string[];
 }
 export interface NotCheckedOut {
   __typename: "NotCheckedOut";
@@ -118,6 +132,7 @@ export type ClaimIssueResult =
   | UnexpectedStatus
   | AttemptsExhausted
   | ConcurrencyLimitReached
+  | IssueWaiting
   | RunNotActive
   | IssueNotFound;
 export type AcquireExecutionResult = ExecutionAcquired | ExecutionConflict | NotCheckedOut | AttemptsExhausted | RunNotActive | IssueNotFound;
