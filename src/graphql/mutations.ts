@@ -55,6 +55,13 @@ const RETRY_AFTER_DOC =
   'the attempt is given back: "not now" is not a failure.';
 const RESULT_DOC = "What the work produced (at most 64 KB of JSON); kept on the issue whatever the outcome.";
 
+/** A dependency change writes no ledger event: boards hear of the issue it changed here (issuesChanged). */
+const announced = <R extends { __typename: string; issue?: { id: string } }>(ctx: Context, companyId: string, answer: Promise<R>): Promise<R> =>
+  answer.then((r) => {
+    if (r.issue) ctx.services.bus.announceIssues(companyId, [r.issue.id]);
+    return r;
+  });
+
 /** The caller as a graph editor: the board, or an agent naming the run that must hold the issue. */
 function graphEditor(ctx: Context, runId: string | null | undefined): GraphEditor {
   if (requirePrincipal(ctx).role === "AGENT") {
@@ -387,26 +394,22 @@ builder.mutationFields((t) => ({
       "issueId waits on blockedById: it is not claimed again until blockedById is DONE. Refused with DependencyCycle if blockedById already " +
       "waits on issueId. The board, or an agent whose run (runId) holds issueId; a held issue keeps its locks.",
     args: { issueId: t.arg.id({ required: true }), blockedById: t.arg.id({ required: true }), runId: t.arg.id() },
-    resolve: (_root, args, ctx) =>
-      answered(
-        ctx,
-        "addDependency",
-        args,
-        addDependency(ctx.services.locks, graphEditor(ctx, args.runId), validateId("issueId", args.issueId), validateId("blockedById", args.blockedById)),
-      ),
+    resolve: (_root, args, ctx) => {
+      const editor = graphEditor(ctx, args.runId);
+      const added = addDependency(ctx.services.locks, editor, validateId("issueId", args.issueId), validateId("blockedById", args.blockedById));
+      return answered(ctx, "addDependency", args, announced(ctx, editor.companyId, added));
+    },
   }),
 
   removeDependency: t.field({
     type: RemoveDependencyResultRef,
     description: "issueId no longer waits on blockedById (nothing changes if it did not). Who may: as addDependency.",
     args: { issueId: t.arg.id({ required: true }), blockedById: t.arg.id({ required: true }), runId: t.arg.id() },
-    resolve: (_root, args, ctx) =>
-      answered(
-        ctx,
-        "removeDependency",
-        args,
-        removeDependency(ctx.services.locks, graphEditor(ctx, args.runId), validateId("issueId", args.issueId), validateId("blockedById", args.blockedById)),
-      ),
+    resolve: (_root, args, ctx) => {
+      const editor = graphEditor(ctx, args.runId);
+      const removed = removeDependency(ctx.services.locks, editor, validateId("issueId", args.issueId), validateId("blockedById", args.blockedById));
+      return answered(ctx, "removeDependency", args, announced(ctx, editor.companyId, removed));
+    },
   }),
 }));
 

@@ -64,7 +64,7 @@ export interface IssuePage {
 /**
  * Each issue's blockedBy edges with their blockers' status, for the issues
  * `ids` (Issue.blockedBy and Issue.waitingOn, through a DataLoader): oldest
- * edge first.
+ * edge first, and edges made together in their blockers' creation order.
  */
 export async function getDependencies(db: Queryable, ids: readonly string[]): Promise<{ issueId: string; blockedById: string; done: boolean }[]> {
   if (ids.length === 0) return [];
@@ -75,7 +75,7 @@ export async function getDependencies(db: Queryable, ids: readonly string[]): Pr
       sql`SELECT d.issue_id AS "issueId", d.blocked_by_id AS "blockedById", b.status = 'DONE' AS done
             FROM issue_dependencies d JOIN issues b ON b.id = d.blocked_by_id
            WHERE d.issue_id = ANY(${[...ids]}::uuid[])
-           ORDER BY d.issue_id, d.created_at, d.blocked_by_id`,
+           ORDER BY d.issue_id, d.created_at, b.created_at, b.id`,
     ),
   );
 }

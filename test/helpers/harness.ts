@@ -17,7 +17,7 @@ import type { TestDatabase } from "./db.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
 
-const SNAPSHOT_TABLES = ["companies", "agents", "api_keys", "issues", "heartbeat_runs", "lock_events", "lock_events_pruned"] as const;
+const SNAPSHOT_TABLES = ["companies", "agents", "api_keys", "issues", "heartbeat_runs", "lock_events", "lock_events_pruned", "issue_dependencies"] as const;
 
 export interface GraphQLResponse<T> {
   data?: T | null;

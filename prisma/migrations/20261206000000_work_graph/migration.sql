@@ -4,7 +4,7 @@
 -- the issue itself so that the claim indexes leave waiting and delayed issues
 -- out, and a claim over a backlog of them costs what it costs without them:
 --   waiting_count: how many of its blockers are not DONE (kept by
---     baton_dependents_follow_done on every change into or out of DONE, and
+--     baton_dependents_follow_done on every change into DONE, and
 --     by the statements that add or remove an edge);
 --   delayed: not_before lay in the future when it was written; cleared by
 --     WAKE_DUE_ISSUES (src/locks/recovery/wakeDueIssues.ts) once it has passed.
@@ -222,7 +222,8 @@ BEGIN
 END $$;
 
 -- A blocker that becomes DONE frees one wait of each issue that depends on it;
--- one that leaves DONE (the board reopens it) adds the wait back. Runs in the
+-- one that leaves DONE (no verb does: DONE is terminal; a hand edit might)
+-- adds the wait back. Runs in the
 -- statement that changes the status, so a dependent is never claimable before
 -- the DONE has committed. The edge statements take the blocker's row FOR SHARE
 -- before reading its status, so an edge and a status change are never judged

@@ -149,7 +149,7 @@ function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: 
            (SELECT ${issueJson("c")} FROM changed c) AS issue,
            (SELECT json_build_object('id', h.id, 'agentId', h.agent_id, 'status', h.status, 'live', h.live) FROM holder h) AS holder,
            (SELECT json_build_object('key', f.key, 'maxActive', f.max_active) FROM full_key f) AS "limit",
-           (SELECT array_agg(d.blocked_by_id ORDER BY d.created_at, d.blocked_by_id) FROM verdict v, issue_dependencies d JOIN issues b ON b.id = d.blocked_by_id
+           (SELECT array_agg(d.blocked_by_id ORDER BY d.created_at, b.created_at, b.id) FROM verdict v, issue_dependencies d JOIN issues b ON b.id = d.blocked_by_id
              WHERE v.verdict = 'WAITING' AND d.issue_id = ${issueId}::uuid AND b.status <> 'DONE') AS "waitingOn",
            (SELECT list FROM events) AS events`,
   );
