@@ -146,11 +146,28 @@ END $$;
 CREATE FUNCTION public.baton_dependents_follow_done() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+DECLARE
+  v_done UUID[];
+  v_undone UUID[];
 BEGIN
-  UPDATE "issues" i
-     SET "waiting_count" = i."waiting_count" + CASE WHEN NEW."status" = 'DONE' THEN -1 ELSE 1 END
-    FROM "issue_dependencies" d
-   WHERE d."blocked_by_id" = NEW."id" AND i."id" = d."issue_id";
+  SELECT array_agg(n."id") FILTER (WHERE n."status" = 'DONE'), array_agg(n."id") FILTER (WHERE n."status" <> 'DONE')
+    INTO v_done, v_undone
+    FROM "new_rows" n JOIN "old_rows" o ON o."id" = n."id"
+   WHERE (o."status" = 'DONE') IS DISTINCT FROM (n."status" = 'DONE');
+  IF v_done IS NULL AND v_undone IS NULL THEN
+    RETURN NULL;
+  END IF;
+  v_done := coalesce(v_done, '{}');
+  v_undone := coalesce(v_undone, '{}');
+  PERFORM 1 FROM "issues" i
+   WHERE i."id" IN (SELECT d."issue_id" FROM "issue_dependencies" d WHERE d."blocked_by_id" = ANY(v_done || v_undone))
+   ORDER BY i."id"
+     FOR UPDATE;
+  UPDATE "issues" i SET "waiting_count" = i."waiting_count" + x."delta"
+    FROM (SELECT d."issue_id", sum(CASE WHEN d."blocked_by_id" = ANY(v_done) THEN -1 ELSE 1 END)::int AS "delta"
+            FROM "issue_dependencies" d WHERE d."blocked_by_id" = ANY(v_done || v_undone)
+           GROUP BY d."issue_id") x
+   WHERE i."id" = x."issue_id";
   RETURN NULL;
 END $$;
 
@@ -1005,7 +1022,7 @@ CREATE INDEX lock_events_company_id_issue_id_seq_idx ON ONLY public.lock_events 
 -- Name: issues issues_dependents_follow_done; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER issues_dependents_follow_done AFTER UPDATE OF status ON public.issues FOR EACH ROW WHEN (((old.status = 'DONE'::public.issue_status) IS DISTINCT FROM (new.status = 'DONE'::public.issue_status))) EXECUTE FUNCTION public.baton_dependents_follow_done();
+CREATE TRIGGER issues_dependents_follow_done AFTER UPDATE ON public.issues REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.baton_dependents_follow_done();
 
 
 --

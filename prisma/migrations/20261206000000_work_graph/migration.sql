@@ -223,23 +223,44 @@ END $$;
 
 -- A blocker that becomes DONE frees one wait of each issue that depends on it;
 -- one that leaves DONE (no verb does: DONE is terminal; a hand edit might)
--- adds the wait back. Runs in the
--- statement that changes the status, so a dependent is never claimable before
--- the DONE has committed. The edge statements take the blocker's row FOR SHARE
--- before reading its status, so an edge and a status change are never judged
--- on each other's old versions.
+-- adds the wait back. Runs at the end of the statement that changes the
+-- status, so a dependent is never claimable before the DONE has committed;
+-- its queries take a snapshot of their own, so they see every edge committed
+-- before the blocker's row was locked (the edge statements take that row FOR
+-- SHARE before they count it, so an edge and a status change are never
+-- judged on each other's old versions). Once per statement, not per row: the
+-- dependents of everything the statement finished are locked together in id
+-- order, so two grouped releases that free shared dependents never wait on
+-- each other in a cycle.
 CREATE FUNCTION "baton_dependents_follow_done"() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  v_done UUID[];
+  v_undone UUID[];
 BEGIN
-  UPDATE "issues" i
-     SET "waiting_count" = i."waiting_count" + CASE WHEN NEW."status" = 'DONE' THEN -1 ELSE 1 END
-    FROM "issue_dependencies" d
-   WHERE d."blocked_by_id" = NEW."id" AND i."id" = d."issue_id";
+  SELECT array_agg(n."id") FILTER (WHERE n."status" = 'DONE'), array_agg(n."id") FILTER (WHERE n."status" <> 'DONE')
+    INTO v_done, v_undone
+    FROM "new_rows" n JOIN "old_rows" o ON o."id" = n."id"
+   WHERE (o."status" = 'DONE') IS DISTINCT FROM (n."status" = 'DONE');
+  IF v_done IS NULL AND v_undone IS NULL THEN
+    RETURN NULL;
+  END IF;
+  v_done := coalesce(v_done, '{}');
+  v_undone := coalesce(v_undone, '{}');
+  PERFORM 1 FROM "issues" i
+   WHERE i."id" IN (SELECT d."issue_id" FROM "issue_dependencies" d WHERE d."blocked_by_id" = ANY(v_done || v_undone))
+   ORDER BY i."id"
+     FOR UPDATE;
+  UPDATE "issues" i SET "waiting_count" = i."waiting_count" + x."delta"
+    FROM (SELECT d."issue_id", sum(CASE WHEN d."blocked_by_id" = ANY(v_done) THEN -1 ELSE 1 END)::int AS "delta"
+            FROM "issue_dependencies" d WHERE d."blocked_by_id" = ANY(v_done || v_undone)
+           GROUP BY d."issue_id") x
+   WHERE i."id" = x."issue_id";
   RETURN NULL;
 END $$;
 
-CREATE TRIGGER "issues_dependents_follow_done" AFTER UPDATE OF "status" ON "issues"
-    FOR EACH ROW WHEN ((OLD."status" = 'DONE') IS DISTINCT FROM (NEW."status" = 'DONE'))
-    EXECUTE FUNCTION "baton_dependents_follow_done"();
+CREATE TRIGGER "issues_dependents_follow_done" AFTER UPDATE ON "issues"
+    REFERENCING OLD TABLE AS "old_rows" NEW TABLE AS "new_rows"
+    FOR EACH STATEMENT EXECUTE FUNCTION "baton_dependents_follow_done"();
 
 -- The path p_from … p_to along blockedBy edges (p_from waits on the next, and
 -- so on up to p_to), each issue once, or NULL when p_to is not reachable:
