@@ -90,6 +90,29 @@ describe("dependencies", () => {
     expect(claimed.__typename === "IssueClaimed" && claimed.issue.id).toBe(dependent.id);
   });
 
+  it("a claim by id checks waiting after alreadyHeld and before a full key; adopting a dead holder's issue ignores its blockers", async () => {
+    const co = await createCompany(h, 2);
+    await co.board.ok(Ops.SetConcurrencyLimitDocument, { key: "repo", maxActive: 1 });
+    const filler = await issue(co, { concurrencyKey: "repo" });
+    const blocker = await issue(co, { assigneeAgentId: null });
+    const waiting = await issue(co, { concurrencyKey: "repo", blockedBy: [blocker.id] });
+    const r = await run(co);
+    await claimById(co, r, filler.id);
+    // the key is full, and the issue waits: waiting is said first
+    expect((await claimById(co, r, waiting.id)).__typename).toBe("IssueWaiting");
+
+    const held = await issue(co, { assigneeAgentId: null });
+    const dead = await run(co);
+    expect((await claimById(co, dead, held.id)).__typename).toBe("IssueClaimed");
+    await co.board.ok(Ops.AddDependencyDocument, { issueId: held.id, blockedById: blocker.id });
+    // held by its own run: alreadyHeld comes before waiting
+    expect(await claimById(co, dead, held.id)).toMatchObject({ __typename: "IssueClaimed", alreadyHeld: true });
+    await h.sql("UPDATE heartbeat_runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [dead]);
+    const other = await run(co, 1);
+    const adopted = await co.agents[1]!.client.ok(Ops.ClaimIssueDocument, { runId: other, issueId: held.id, expectedStatuses: ["CLAIMED"] });
+    expect(adopted.claimIssue).toMatchObject({ __typename: "IssueClaimed", adopted: true, issue: { waitingOn: [blocker.id] } });
+  });
+
   it("refuses an edge that would close a cycle, with the cycle's path; a self-edge is a cycle of one", async () => {
     const co = await createCompany(h, 1);
     const a = await issue(co);
