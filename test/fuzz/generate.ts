@@ -252,6 +252,9 @@ export const FIELD_ROLES: Record<string, readonly Role[]> = {
   acquireExecution: ["agentA", "agentA2", "agentB"],
   releaseIssue: ["agentA", "agentA2", "agentB"],
   releaseIssues: ["agentA", "agentA2", "agentB"],
+  createSubIssues: ["agentA", "agentA2", "agentB"],
+  addDependency: ["boardA", "boardB", "agentA", "agentA2", "agentB"],
+  removeDependency: ["boardA", "boardB", "agentA", "agentA2", "agentB"],
   // subscriptions
   lockChanged: ["admin", "boardA", "agentA", "agentA2", "boardB", "agentB"],
   issuesChanged: ["admin", "boardA", "agentA", "agentA2", "boardB", "agentB"],
@@ -598,6 +601,8 @@ function realId(b: Build, hint: Hint, field: string): string {
         releaseIssue: ["claimed", "inProgress"],
         releaseIssues: ["claimed", "inProgress"],
         claimIssue: ["open", "claimed", "inProgress"],
+        createSubIssues: ["claimed", "inProgress"],
+        addDependency: ["open", "claimed", "inProgress"],
         forceReleaseIssue: ["claimed", "inProgress"],
         updateIssue: ["open", "backlog", "blocked", "escalated", "claimed"],
       };
