@@ -13,7 +13,7 @@ import { StatusTimes } from "./statusTimes.js";
 export const SNAPSHOT_MAX_AGE_MS = 5_000;
 
 export interface FleetSnapshot {
-  /** Per company with claimable work: seconds since its oldest claimable issue (OPEN, an attempt left) was created. */
+  /** Per company with claimable work: seconds its oldest claimable issue (OPEN, an attempt left, ready) has waited: since its creation, or its notBefore. */
   oldestClaimable: { companyId: string; seconds: number }[];
   /** RUNNING runs whose last heartbeat is older than half their lease: the next to be recovered if they stay silent. */
   runsPastHalfLease: number;
@@ -35,7 +35,9 @@ export interface FleetSnapshot {
  * issues_pool_idx (one per priority) and of issues_claimable_idx (one per
  * agent and priority), the oldest event one probe of lock_events_pkey per
  * company: the cost grows with companies and agents, never with the issues
- * or the ledger.
+ * or the ledger. A delayed issue counts from its notBefore, not from its
+ * creation: it was not waiting for an agent before then. (An issue that
+ * waited on blockers still counts from its creation.)
  */
 const fleetFigures = statement(
   "FLEET_SNAPSHOT",
@@ -48,14 +50,14 @@ const fleetFigures = statement(
            -- unassigned: the first of each priority in issues_pool_idx
            (SELECT min(x.created_at) FROM unnest(enum_range(NULL::issue_priority)) AS p(priority)
              CROSS JOIN LATERAL (
-               SELECT i.created_at FROM issues i
+               SELECT greatest(i.created_at, i.not_before) AS created_at FROM issues i
                 WHERE i.company_id = c.id AND i.priority = p.priority AND ${raw(claimable("i"))}
                   AND i.assignee_agent_id IS NULL
                 ORDER BY i.created_at LIMIT 1) x),
            -- assigned: each agent's first of each priority in issues_claimable_idx
            (SELECT min(x.created_at) FROM agents a CROSS JOIN unnest(enum_range(NULL::issue_priority)) AS p(priority)
              CROSS JOIN LATERAL (
-               SELECT i.created_at FROM issues i
+               SELECT greatest(i.created_at, i.not_before) AS created_at FROM issues i
                 WHERE i.company_id = c.id AND i.assignee_agent_id = a.id AND i.priority = p.priority
                   AND ${raw(claimable("i"))}
                 ORDER BY i.created_at LIMIT 1) x
