@@ -9,7 +9,12 @@
 //     acquired, or a CLAIMED holder's death (adopted, recovered, escalated);
 //   - every answer a client received agrees with the ledger: a claim answered
 //     with epoch k is the k-th claim or adoption, by that run; a release
-//     answered IssueReleased is a release of that run's hold.
+//     answered IssueReleased is a release of that run's hold;
+//   - never early (docs/lifecycle.md, Ready): every CLAIMED of an issue comes,
+//     in the ledger, after its blockers' DONE: at the claim each blocker's
+//     latest event says DONE. Edges come from issue_dependencies; an edge
+//     binds the claims that began after it was made (a held issue keeps its
+//     lock when it gains a blocker: the edge matters from the next claim).
 // It returns the violations (none: the history is consistent). Used after the
 // race tests, the fault tests and the bench's soak.
 import pg from "pg";
@@ -25,6 +30,22 @@ interface Event {
   checkout_run_id: string | null;
   execution_run_id: string | null;
   reason: string | null;
+  /** When the event was written (µs since the epoch, decimal); left out, every edge binds the event. */
+  at_us?: string;
+}
+
+/** issue_id waits on blocked_by_id. */
+export interface Edge {
+  issue_id: string;
+  blocked_by_id: string;
+  /**
+   * When the edge was made (µs since the epoch, decimal: its transaction's
+   * start); it binds the claims written after that. Left out: every claim.
+   * An edge the board adds while a claim of its issue is in flight cannot be
+   * ordered against that claim by time: tests that race claims add edges
+   * only to issues no claim can take at that moment.
+   */
+  since_us?: string;
 }
 
 interface IssueRow {
@@ -38,13 +59,17 @@ interface IssueRow {
 
 const HELD = new Set(["CLAIMED", "IN_PROGRESS"]);
 
+/** A timestamptz column as µs since the epoch, exactly (a JavaScript Date keeps only ms). */
+const MICROS = (column: string) => `(extract(epoch FROM ${column}) * 1000000)::bigint::text`;
+
 export async function checkHistory(databaseUrl: string, companyId: string, told: readonly Told[] = []): Promise<string[]> {
   const db = new pg.Client({ connectionString: databaseUrl });
   await db.connect();
   try {
     const events = (
       await db.query<Event>(
-        `SELECT e.seq::text AS seq, e.issue_id, e.kind::text AS kind, e.status::text AS status, e.run_id, e.checkout_run_id, e.execution_run_id, e.reason
+        `SELECT e.seq::text AS seq, e.issue_id, e.kind::text AS kind, e.status::text AS status, e.run_id, e.checkout_run_id, e.execution_run_id, e.reason,
+                ${MICROS("e.at")} AS at_us
            FROM lock_events e WHERE e.company_id = $1 ORDER BY e.seq`,
         [companyId],
       )
@@ -54,14 +79,19 @@ export async function checkHistory(databaseUrl: string, companyId: string, told:
         companyId,
       ])
     ).rows;
-    return judge(events, issues, told);
+    const edges = (
+      await db.query<Edge>(`SELECT d.issue_id, d.blocked_by_id, ${MICROS("d.created_at")} AS since_us FROM issue_dependencies d WHERE d.company_id = $1`, [
+        companyId,
+      ])
+    ).rows;
+    return judge(events, issues, told, edges);
   } finally {
     await db.end();
   }
 }
 
 /** The checks themselves, on rows already read: no database needed. */
-export function judge(events: readonly Event[], issues: readonly IssueRow[], told: readonly Told[]): string[] {
+export function judge(events: readonly Event[], issues: readonly IssueRow[], told: readonly Told[], edges: readonly Edge[] = []): string[] {
   const violations: string[] = [];
   const byIssue = new Map<string, Event[]>();
   let previousSeq = 0n;
@@ -147,6 +177,37 @@ export function judge(events: readonly Event[], issues: readonly IssueRow[], tol
     if (t.kind === "released") {
       const releases = (byIssue.get(t.issueId) ?? []).filter((e) => e.kind === "RELEASED" && e.run_id === t.runId);
       if (releases.length === 0) violations.push(`run ${t.runId} was told it released issue ${t.issueId}; the ledger has no such release`);
+    }
+  }
+  violations.push(...claimsBeforeBlockersDone(byIssue, edges));
+  return violations;
+}
+
+/**
+ * Never early: each CLAIMED of an issue that an edge binds (written after the
+ * edge was made) has, before it in the ledger, an event of the blocker whose
+ * status is DONE, and no later one of the blocker's events before the claim
+ * takes it out of DONE. (Adoption is not checked: taking over a dead holder's
+ * issue ignores dependencies.) Seqs order transactions by their first write,
+ * and a claim can see a blocker's DONE only once it committed, so a claim
+ * made after the DONE always has the greater seq.
+ */
+function claimsBeforeBlockersDone(byIssue: ReadonlyMap<string, Event[]>, edges: readonly Edge[]): string[] {
+  const violations: string[] = [];
+  for (const edge of edges) {
+    const blocker = byIssue.get(edge.blocked_by_id) ?? [];
+    for (const claim of byIssue.get(edge.issue_id) ?? []) {
+      if (claim.kind !== "CLAIMED") continue;
+      if (edge.since_us !== undefined && claim.at_us !== undefined && BigInt(claim.at_us) <= BigInt(edge.since_us)) continue;
+      const seq = BigInt(claim.seq);
+      let last: Event | null = null;
+      for (const e of blocker) if (BigInt(e.seq) < seq) last = e;
+      if (last?.status !== "DONE") {
+        violations.push(
+          `issue ${edge.issue_id} at seq ${claim.seq} (CLAIMED): claimed before its blocker ${edge.blocked_by_id} was DONE ` +
+            `(${last ? `${last.status} since seq ${last.seq}` : "no event of it yet"})`,
+        );
+      }
     }
   }
   return violations;
