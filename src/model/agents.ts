@@ -54,7 +54,7 @@ export function stopAgent(state: State, args: { agentId: string; reason: string 
  * The second (RECOVER_LOCKS_OF_DISABLED_RUNS): every issue whose checkout a
  * run of the agent holds (none of them is RUNNING now) is recovered as the
  * sweep recovers a dead run's lock (recoverLock: a CLAIMED holder's attempt
- * counted, both locks cleared, OPEN or ESCALATED), one RECOVERED (or
+ * counted, both locks cleared, OPEN after its backoff, or ESCALATED), one RECOVERED (or
  * ESCALATED) event each naming the holding run and the agent, reason
  * AGENT_DISABLED.
  */
@@ -63,7 +63,7 @@ export function takeBackLocks(state: State, agentId: string): { state: State; ev
   const events: Event[] = [];
   const issues = state.issues.map((i): Issue => {
     if (i.checkoutRunId === null || !ours.has(i.checkoutRunId)) return i;
-    const recovered = recoverLock(i, agentId, AGENT_DISABLED);
+    const recovered = recoverLock(state, i, agentId, AGENT_DISABLED);
     events.push(recovered.event);
     return recovered.issue;
   });

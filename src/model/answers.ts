@@ -51,6 +51,36 @@ export interface ConcurrencyLimitReached {
   key: string;
   maxActive: number;
 }
+/** A claim by id of an OPEN issue that is not ready: blockers short of DONE, or notBefore ahead. */
+export interface IssueWaiting {
+  __typename: "IssueWaiting";
+  issueId: string;
+  waitingOn: string[];
+  notBefore: number | null;
+}
+/** An edge that would close a cycle: from blockedById along blockedBy edges to issueId, each issue once. */
+export interface DependencyCycle {
+  __typename: "DependencyCycle";
+  path: string[];
+}
+export interface DependencyAdded {
+  __typename: "DependencyAdded";
+  issue: Issue;
+}
+export interface DependencyRemoved {
+  __typename: "DependencyRemoved";
+  issue: Issue;
+}
+/** createIssue / createIssues (the GraphQL answer is the list): one issue per input, in input order; an input whose idempotency key exists answers that issue. */
+export interface IssuesCreated {
+  __typename: "IssuesCreated";
+  issues: Issue[];
+}
+export interface SubIssuesCreated {
+  __typename: "SubIssuesCreated";
+  parent: Issue;
+  issues: Issue[];
+}
 export interface NotCheckedOut {
   __typename: "NotCheckedOut";
   issueId: string;
@@ -143,6 +173,7 @@ export type ClaimIssueResult =
   | UnexpectedStatus
   | AttemptsExhausted
   | ConcurrencyLimitReached
+  | IssueWaiting
   | RunNotActive
   | IssueNotFound
   | ErrorAnswer;
@@ -154,6 +185,10 @@ export type ForceReleaseResult = IssueReleased | IssueNotFound | ErrorAnswer;
 export type UpdateIssueResult = IssueUpdated | InvalidTransition | IssueNotFound | ErrorAnswer;
 export type RunResult = RunUpdated | RunNotActive | ErrorAnswer;
 export type AgentResult = AgentAnswer | ErrorAnswer;
+export type CreateIssuesResult = IssuesCreated | ErrorAnswer;
+export type CreateSubIssuesResult = SubIssuesCreated | NotLockOwner | RunNotActive | IssueNotFound | ErrorAnswer;
+export type AddDependencyResult = DependencyAdded | DependencyCycle | IssueNotFound | NotLockOwner | ErrorAnswer;
+export type RemoveDependencyResult = DependencyRemoved | IssueNotFound | NotLockOwner | ErrorAnswer;
 
 export type Answer =
   | ClaimIssueResult
@@ -165,6 +200,10 @@ export type Answer =
   | UpdateIssueResult
   | RunResult
   | AgentResult
+  | CreateIssuesResult
+  | CreateSubIssuesResult
+  | AddDependencyResult
+  | RemoveDependencyResult
   | RunStarted
   | HeartbeatTick
   | SweepCounts

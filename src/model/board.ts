@@ -3,7 +3,7 @@
 // transitions" and decisions 4, 5, 12, 13, 14.
 import type { ForceReleaseResult, UpdateIssueResult } from "./answers.js";
 import { badInput, issueNotFound } from "./answers.js";
-import { agentOf, clearLocks, eventFor, isActive, reopenOrEscalate } from "./rules.js";
+import { agentOf, clearLocks, eventFor, isActive, maxDelay, maxExecution, reopenOrEscalate } from "./rules.js";
 import type { Issue, IssueStatus, State, Step } from "./state.js";
 import { findIssue, withIssue } from "./state.js";
 
@@ -48,6 +48,21 @@ export interface UpdateIssueInput {
   assigneeAgentId?: string | null;
   /** undefined keeps the key; null moves the issue to the unkeyed pool. */
   concurrencyKey?: string | null;
+  /** A clock value; undefined keeps it, null clears it. */
+  notBefore?: number | null;
+  /** 0 to a day, in clock units; undefined keeps it, null clears it (0). */
+  retryDelaySeconds?: number | null;
+  /** 1 to a week, in clock units; undefined keeps it, null clears it (no limit). */
+  maxExecutionSeconds?: number | null;
+}
+
+/** retryDelaySeconds and maxExecutionSeconds out of range: BAD_USER_INPUT (createIssues and updateIssue). */
+export function refuseDurations(state: State, input: { retryDelaySeconds?: number | null; maxExecutionSeconds?: number | null }): string | null {
+  const d = input.retryDelaySeconds;
+  if (d != null && (!Number.isInteger(d) || d < 0 || d > maxDelay(state))) return "retryDelaySeconds must be a whole number of seconds from 0 to 86400";
+  const m = input.maxExecutionSeconds;
+  if (m != null && (!Number.isInteger(m) || m < 1 || m > maxExecution(state))) return "maxExecutionSeconds must be a whole number of seconds from 1 to 604800";
+  return null;
 }
 
 /**
@@ -58,15 +73,19 @@ export interface UpdateIssueInput {
  * InvalidTransition (decision 4). The key may not change while the issue is
  * active (InvalidTransition). An unknown assignee is BAD_USER_INPUT. A move to
  * CANCELLED clears both locks (decision 12; no attempt counted); reassigning
- * a held issue leaves its checkout (decision 13). One STATUS_CHANGED event
- * when the status changes, naming the run whose hold ended; none otherwise,
- * even when other fields change.
+ * a held issue leaves its checkout (decision 13). notBefore,
+ * retryDelaySeconds and maxExecutionSeconds (issue 29) are set as given
+ * (null clears), out-of-range durations BAD_USER_INPUT. One STATUS_CHANGED
+ * event when the status changes, naming the run whose hold ended; none
+ * otherwise, even when other fields change.
  */
 export function updateIssue(state: State, args: { issueId: string; input: UpdateIssueInput }): Step<UpdateIssueResult> {
   const { input } = args;
   if (input.maxAttempts !== undefined && (!Number.isInteger(input.maxAttempts) || input.maxAttempts < 1 || input.maxAttempts > 100)) {
     return { answer: badInput("maxAttempts must be between 1 and 100"), state, events: [] };
   }
+  const durations = refuseDurations(state, input);
+  if (durations) return { answer: badInput(durations), state, events: [] };
   const cur = findIssue(state, args.issueId);
   if (!cur) return { answer: issueNotFound(args.issueId), state, events: [] };
   const requested = input.status ?? cur.status;
@@ -92,11 +111,18 @@ export function updateIssue(state: State, args: { issueId: string; input: Update
     status: next,
     checkoutRunId: isActive(next) ? cur.checkoutRunId : null,
     executionRunId: next === "IN_PROGRESS" ? cur.executionRunId : null,
+    executionLockedAt: next === "IN_PROGRESS" ? cur.executionLockedAt : null,
+    notBefore: input.notBefore === undefined ? cur.notBefore : input.notBefore,
+    retryDelaySeconds: input.retryDelaySeconds === undefined ? cur.retryDelaySeconds : (input.retryDelaySeconds ?? 0),
+    maxExecutionSeconds: input.maxExecutionSeconds === undefined ? cur.maxExecutionSeconds : input.maxExecutionSeconds,
   };
   const same =
     after.assigneeAgentId === cur.assigneeAgentId &&
     after.concurrencyKey === cur.concurrencyKey &&
     after.maxAttempts === cur.maxAttempts &&
+    after.notBefore === cur.notBefore &&
+    after.retryDelaySeconds === cur.retryDelaySeconds &&
+    after.maxExecutionSeconds === cur.maxExecutionSeconds &&
     next === cur.status;
   const newState = same ? state : withIssue(state, after);
   const events =

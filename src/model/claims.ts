@@ -5,7 +5,7 @@
 import type { ClaimIssueResult, ClaimIssuesResult } from "./answers.js";
 import { badInput, issueNotFound } from "./answers.js";
 import { refuseRun } from "./runs.js";
-import { attemptsAfterDeath, clearLocks, eventFor, inStatementOrder, isActive, isClaimable, isExpired, isLive, keyRoom } from "./rules.js";
+import { attemptsAfterDeath, clearLocks, eventFor, inStatementOrder, isActive, isExpired, isLive, isReady, isWaiting, keyRoom, waitingOn } from "./rules.js";
 import type { Event, Issue, IssueStatus, State, Step } from "./state.js";
 import { UNKEYED, findIssue, findRun, priorityRank, withIssue, withRun } from "./state.js";
 
@@ -14,8 +14,9 @@ export const CLAIMABLE_STATUSES: readonly IssueStatus[] = ["OPEN", "CLAIMED", "I
 
 /**
  * The issues a claim without an issue id may take, in claim order
- * (docs/lifecycle.md, "Claim order"): OPEN with an attempt left (isClaimable),
- * assigned to the agent or, with includeUnassigned, unassigned.
+ * (docs/lifecycle.md, "Claim order"): ready (isReady: OPEN with an attempt
+ * left, no blocker short of DONE, notBefore not ahead), assigned to the agent
+ * or, with includeUnassigned, unassigned.
  *  1. priority first;
  *  2. within a priority, the agent's own issues (oldest first), then the
  *     unassigned pool's in rounds: each key with pool work and room gives
@@ -25,8 +26,8 @@ export const CLAIMABLE_STATUSES: readonly IssueStatus[] = ["OPEN", "CLAIMED", "I
  * `got` by (IN_CLAIM_ORDER: priority, phase, j, turn_no, created_at, id).
  */
 export function claimCandidates(state: State, agentId: string, includeUnassigned: boolean): Issue[] {
-  const own = state.issues.filter((i) => isClaimable(i) && i.assigneeAgentId === agentId);
-  const pool = includeUnassigned ? state.issues.filter((i) => isClaimable(i) && i.assigneeAgentId === null) : [];
+  const own = state.issues.filter((i) => i.assigneeAgentId === agentId && isReady(state, i));
+  const pool = includeUnassigned ? state.issues.filter((i) => i.assigneeAgentId === null && isReady(state, i)) : [];
   const byAge = (a: Issue, b: Issue) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
   const inKeyOrder = (a: Issue, b: Issue) => priorityRank(a.priority) - priorityRank(b.priority) || byAge(a, b);
   const turn = keyTurns(state);
@@ -48,7 +49,7 @@ export function claimCandidates(state: State, agentId: string, includeUnassigned
 }
 
 /**
- * The turn order of the keys with unassigned claimable work and room (the
+ * The turn order of the keys with unassigned ready work and room (the
  * unkeyed pool included), as a position for each: the best priority among
  * the key's pool issues first, then the key served least recently (never
  * served: first of all), then the key's name ("" before any). (keysInTurn in
@@ -57,7 +58,7 @@ export function claimCandidates(state: State, agentId: string, includeUnassigned
 export function keyTurns(state: State): Map<string, number> {
   const best = new Map<string, number>();
   for (const i of state.issues) {
-    if (!isClaimable(i) || i.assigneeAgentId !== null) continue;
+    if (i.assigneeAgentId !== null || !isReady(state, i)) continue;
     const key = i.concurrencyKey ?? UNKEYED;
     const room = keyRoom(state, i.concurrencyKey);
     if (room !== null && room <= 0) continue;
@@ -107,7 +108,7 @@ export function serveKeys(state: State, issues: readonly Issue[]): State {
 
 /** The checkout taken: CLAIMED by the run, lockEpoch + 1, one CLAIMED event. */
 function checkout(state: State, issue: Issue, runId: string, agentId: string): { state: State; issue: Issue; events: Event[] } {
-  const after: Issue = { ...issue, status: "CLAIMED", checkoutRunId: runId, executionRunId: null, lockEpoch: issue.lockEpoch + 1 };
+  const after: Issue = { ...issue, status: "CLAIMED", checkoutRunId: runId, executionRunId: null, executionLockedAt: null, lockEpoch: issue.lockEpoch + 1 };
   return { state: withIssue(state, after), issue: after, events: [eventFor(after, "CLAIMED", runId, agentId, null)] };
 }
 
@@ -142,7 +143,9 @@ export function claimNext(
  * claimIssue(runId, issueId, expectedStatuses) — CHECKOUT_IF_EXPECTED, in the
  * order of docs/lifecycle.md:
  *   1. the run (refuseRun);  2. IssueNotFound;  3. already held by this run:
- *   alreadyHeld;  4. not active and its key full: ConcurrencyLimitReached;
+ *   alreadyHeld;  3a. OPEN but not ready for its blockers or notBefore
+ *   (isWaiting): IssueWaiting, whatever expectedStatuses says;
+ *   4. not active and its key full: ConcurrencyLimitReached;
  *   5. status not in expectedStatuses (default [OPEN]) or not one of
  *   CLAIMABLE_STATUSES: UnexpectedStatus;  6. held by a live run:
  *   CheckoutConflict (live);  7. assigned to another agent: CheckoutConflict
@@ -175,6 +178,10 @@ export function checkoutIfExpected(
   // 3.
   if (cur.checkoutRunId === args.runId) {
     return unchanged({ __typename: "IssueClaimed", issue: cur, runId: args.runId, alreadyHeld: true, adopted: false });
+  }
+  // 3a. (issue 29) an adoption of a CLAIMED or IN_PROGRESS issue is not affected
+  if (isWaiting(state, cur)) {
+    return unchanged({ __typename: "IssueWaiting", issueId: cur.id, waitingOn: waitingOn(state, cur), notBefore: cur.notBefore });
   }
   // 4.
   const room = keyRoom(state, cur.concurrencyKey);
@@ -229,6 +236,7 @@ export function checkoutIfExpected(
       status: "CLAIMED",
       checkoutRunId: args.runId,
       executionRunId: null,
+      executionLockedAt: null,
       attemptCount: attemptsAfterDeath(cur),
       lockEpoch: cur.lockEpoch + 1,
     };
@@ -269,8 +277,10 @@ export function claimIssue(
 /**
  * claimIssues(runId, limit, includeUnassigned, acquireExecution) —
  * CLAIM_NEXT_SKIP_LOCKED: limit 1–1000 (BAD_USER_INPUT otherwise), the run's
- * checks, then the issues `limit` claims one after another would take. With
- * acquireExecution each also enters IN_PROGRESS with its attempt counted,
+ * checks, then the issues `limit` claims one after another would take (a
+ * blocker a batch takes is not DONE: a batch never takes an issue and its
+ * blocker together). With acquireExecution each also enters IN_PROGRESS with
+ * its attempt counted and its execution's start kept,
  * recorded as CLAIMED then EXECUTION_ACQUIRED (claimable issues always have
  * an attempt left). Events in statement order (issue id, then kind).
  */
@@ -291,7 +301,7 @@ export function claimIssues(
     events.push(...claimed.events);
     let held = claimed.issue;
     if (args.acquireExecution) {
-      held = { ...held, status: "IN_PROGRESS", executionRunId: args.runId, attemptCount: held.attemptCount + 1 };
+      held = { ...held, status: "IN_PROGRESS", executionRunId: args.runId, executionLockedAt: after.clock, attemptCount: held.attemptCount + 1 };
       events.push(eventFor(held, "EXECUTION_ACQUIRED", args.runId, args.agentId, null));
     }
     after = withIssue(claimed.state, held);

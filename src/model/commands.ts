@@ -7,11 +7,13 @@ import type { UpdateIssueInput } from "./board.js";
 import { forceReleaseIssue, updateIssue } from "./board.js";
 import { claimIssue, claimIssues } from "./claims.js";
 import { acquireExecution } from "./execution.js";
+import type { CreateInput } from "./graph.js";
+import { addDependency, createIssues, createSubIssues, removeDependency } from "./graph.js";
 import { sweep, tick } from "./recovery.js";
 import { releaseIssue, releaseIssues } from "./release.js";
 import { finishRun, heartbeatRun, startRun } from "./runs.js";
 import { runHeartbeat } from "./scheduler.js";
-import type { IssueStatus, ReleaseOutcome, RunStatus, State, Step } from "./state.js";
+import type { IssueStatus, Json, ReleaseOutcome, RunStatus, State, Step } from "./state.js";
 
 export type Command =
   // agents (each names the acting agent)
@@ -22,9 +24,32 @@ export type Command =
   | { verb: "claimIssue"; agentId: string; runId: string; issueId?: string; expectedStatuses?: IssueStatus[]; includeUnassigned?: boolean; passOver?: string[] }
   | { verb: "claimIssues"; agentId: string; runId: string; limit: number; includeUnassigned?: boolean; acquireExecution?: boolean; passOver?: string[] }
   | { verb: "acquireExecution"; agentId: string; runId: string; issueId: string }
-  | { verb: "releaseIssue"; agentId: string; runId: string; issueId: string; outcome: ReleaseOutcome; reason?: string }
-  | { verb: "releaseIssues"; agentId: string; runId: string; issueIds: string[]; outcome: ReleaseOutcome; reason?: string }
+  | {
+      verb: "releaseIssue";
+      agentId: string;
+      runId: string;
+      issueId: string;
+      outcome: ReleaseOutcome;
+      reason?: string;
+      retryAfterSeconds?: number;
+      result?: Json;
+    }
+  | {
+      verb: "releaseIssues";
+      agentId: string;
+      runId: string;
+      issueIds: string[];
+      outcome: ReleaseOutcome;
+      reason?: string;
+      retryAfterSeconds?: number;
+      result?: Json;
+    }
+  | { verb: "createSubIssues"; agentId: string; runId: string; parentId: string; inputs: CreateInput[]; parentWaits?: boolean }
+  // the work graph's edges: the board (no agent named) or an agent whose run holds the issue
+  | { verb: "addDependency"; issueId: string; blockedById: string; agentId?: string; runId?: string }
+  | { verb: "removeDependency"; issueId: string; blockedById: string; agentId?: string; runId?: string }
   // the board
+  | { verb: "createIssues"; inputs: CreateInput[] }
   | { verb: "forceReleaseIssue"; issueId: string; reason: string }
   | { verb: "updateIssue"; issueId: string; input: UpdateIssueInput }
   | { verb: "runHeartbeat" }
@@ -45,6 +70,10 @@ export const VERBS: readonly Verb[] = [
   "acquireExecution",
   "releaseIssue",
   "releaseIssues",
+  "createSubIssues",
+  "addDependency",
+  "removeDependency",
+  "createIssues",
   "forceReleaseIssue",
   "updateIssue",
   "runHeartbeat",
@@ -53,6 +82,9 @@ export const VERBS: readonly Verb[] = [
   "tick",
   "sweep",
 ];
+
+/** The work graph's verbs (issue 29), which an exploration tries only when its alphabet asks (Alphabet.graph). */
+export const GRAPH_VERBS: readonly Verb[] = ["createSubIssues", "addDependency", "removeDependency", "createIssues"];
 
 /** Runs one command: the answer, the next state, and the events written. */
 export function apply(state: State, c: Command): Step<Answer> {
@@ -73,6 +105,14 @@ export function apply(state: State, c: Command): Step<Answer> {
       return releaseIssue(state, c);
     case "releaseIssues":
       return releaseIssues(state, c);
+    case "createSubIssues":
+      return createSubIssues(state, c);
+    case "addDependency":
+      return addDependency(state, c);
+    case "removeDependency":
+      return removeDependency(state, c);
+    case "createIssues":
+      return createIssues(state, c);
     case "forceReleaseIssue":
       return forceReleaseIssue(state, c);
     case "updateIssue":
@@ -95,7 +135,7 @@ export function describe(c: Command): string {
   const { verb, ...args } = c;
   const parts = Object.values(args).map((v) =>
     Array.isArray(v)
-      ? `[${v.join(",")}]`
+      ? `[${v.map((x) => (typeof x === "object" && x !== null ? JSON.stringify(x) : String(x))).join(",")}]`
       : typeof v === "object" && v !== null
         ? JSON.stringify(v)
         : typeof v === "string" && (v.trim() !== v || v === "")

@@ -11,8 +11,11 @@ import { findIssue, withIssue } from "./state.js";
  * The checks, in decision 9's order, after the run's (refuseRun) and
  * IssueNotFound: already executing (alreadyHeld), ExecutionConflict (another
  * run executes it), NotCheckedOut (this run does not hold the checkout),
- * AttemptsExhausted. Then CLAIMED → IN_PROGRESS, attemptCount + 1, one
- * EXECUTION_ACQUIRED event.
+ * AttemptsExhausted. Then CLAIMED → IN_PROGRESS, attemptCount + 1, the
+ * execution's start kept (executionLockedAt: maxExecutionSeconds counts from
+ * it), one EXECUTION_ACQUIRED event. Blockers are not looked at: the issue
+ * was ready when it was claimed, and a dependency added since matters from the
+ * next claim.
  */
 export function acquireExecution(state: State, args: { agentId: string; runId: string; issueId: string }): Step<AcquireExecutionResult> {
   const refused = refuseRun(state, args.agentId, args.runId);
@@ -31,7 +34,7 @@ export function acquireExecution(state: State, args: { agentId: string; runId: s
   if (cur.attemptCount >= cur.maxAttempts) {
     return { answer: { __typename: "AttemptsExhausted", issueId: cur.id, attemptCount: cur.attemptCount, maxAttempts: cur.maxAttempts }, state, events: [] };
   }
-  const after: Issue = { ...cur, status: "IN_PROGRESS", executionRunId: args.runId, attemptCount: cur.attemptCount + 1 };
+  const after: Issue = { ...cur, status: "IN_PROGRESS", executionRunId: args.runId, executionLockedAt: state.clock, attemptCount: cur.attemptCount + 1 };
   return {
     answer: { __typename: "ExecutionAcquired", issue: after, alreadyHeld: false },
     state: withIssue(state, after),

@@ -7,9 +7,11 @@ import type { Answer } from "./answers.js";
 import type { UpdateIssueInput } from "./board.js";
 import type { Command } from "./commands.js";
 import { apply, describe } from "./commands.js";
+import type { CreateInput } from "./graph.js";
 import type { StateInvariant, TransitionInvariant } from "./invariants.js";
 import { REACHABLE_STATE_CHECKS, TRANSITION_INVARIANTS, checkInitial } from "./invariants.js";
 import { ISSUE_STATUSES } from "../domain/types.js";
+import { issueWithKey } from "./graph.js";
 import { isLive } from "./rules.js";
 import type { IssueStatus, ReleaseOutcome, Run, RunStatus, State, Step } from "./state.js";
 
@@ -32,9 +34,15 @@ export const runMatters = (s: State, run: Run): boolean =>
  *    are named by what they are (agent, status, lease left, what they hold),
  *    not by when they were started: two states that differ only in run ids
  *    are one state.
+ *  - The work graph's fields (issue 29) are kept as what they decide:
+ *    notBefore as the time left (none once due), an execution's age up to
+ *    `horizon` (the longest maxExecutionSeconds the exploration can give:
+ *    older executions are overdue whatever the limit), blockers, parent and
+ *    idempotency key as they are. Payload and result are left out: no verb
+ *    reads them (their rules are checked on every transition).
  * Without these the reachable set would be infinite.
  */
-export function canonicalKey(s: State): string {
+export function canonicalKey(s: State, horizon = 0): string {
   const sigs: { id: string; sig: string }[] = [];
   for (const r of s.runs) {
     if (!runMatters(s, r)) continue;
@@ -51,7 +59,21 @@ export function canonicalKey(s: State): string {
   let key = "";
   for (const i of s.issues) {
     key += `${i.status}.${name(i.checkoutRunId)}.${name(i.executionRunId)}.${i.attemptCount}.${i.maxAttempts}.`;
-    key += `${i.assigneeAgentId ?? "-"}.${i.concurrencyKey ?? "-"}|`;
+    key += `${i.assigneeAgentId ?? "-"}.${i.concurrencyKey ?? "-"}`;
+    const wait = i.notBefore === null || i.notBefore <= s.clock ? 0 : i.notBefore - s.clock;
+    const age = i.executionLockedAt === null || horizon === 0 ? 0 : Math.min(s.clock - i.executionLockedAt, horizon);
+    if (
+      i.blockedBy.length > 0 ||
+      wait > 0 ||
+      i.retryDelaySeconds > 0 ||
+      i.maxExecutionSeconds !== null ||
+      age > 0 ||
+      i.parentId !== null ||
+      i.idempotencyKey !== null
+    ) {
+      key += `.${i.id}<${i.blockedBy.join("+")}.${wait}.${i.retryDelaySeconds}.${i.maxExecutionSeconds ?? "-"}.${age}.${i.parentId ?? "-"}.${i.idempotencyKey ?? "-"}`;
+    }
+    key += "|";
   }
   for (const x of sigs) key += `${x.sig}|`;
   if (s.disabled.length > 0) key += `disabled:${s.disabled.join(",")}`;
@@ -72,6 +94,56 @@ export interface Alphabet {
   probes?: boolean;
   /** disableAgent and enableAgent for each agent. Default true. */
   agentSwitches?: boolean;
+  /** The work graph's verbs (issue 29): none when left out. */
+  graph?: GraphAlphabet;
+  /** Delays, backoff and results (issue 29): none when left out. */
+  time?: TimeAlphabet;
+}
+
+/** An issue to create, for an exploration: a CreateInput whose blockers and notBefore are drawn from the state. */
+export interface CreateTemplate extends Omit<CreateInput, "blockedBy" | "notBefore" | "parentId"> {
+  /** Tried once with each issue of the company as its one blocker (and not without one: list the template again for that). */
+  blockedByEach?: boolean;
+  /** notBefore this many clock units after the clock. */
+  notBeforeIn?: number;
+}
+
+export interface GraphAlphabet {
+  /** createIssues of each template alone, while the company has fewer than maxIssues issues (an input whose key exists is always tried). */
+  creates?: readonly CreateTemplate[];
+  /** createSubIssues of each template by each run that matters on each issue it holds, parentWaits false and true. */
+  subIssues?: readonly CreateTemplate[];
+  /** Default 3. */
+  maxIssues?: number;
+  /** addDependency and removeDependency of every ordered pair of issues (self-edges too) by the board, and by each run that matters on the issues it holds. Default true. */
+  edges?: boolean;
+}
+
+export interface TimeAlphabet {
+  /** retryAfterSeconds tried with REQUEUE and FAILED by every release (besides none). */
+  retryAfter?: readonly number[];
+  /** The board sets notBefore this many clock units after the clock (and clears it). */
+  delays?: readonly number[];
+  /** A release FAILED with a result, by each run on each issue. */
+  results?: boolean;
+}
+
+/** The longest maxExecutionSeconds an exploration from these roots with this alphabet can give an issue (canonicalKey's horizon). */
+export function horizonOf(roots: readonly State[], alphabet: Alphabet = {}): number {
+  const limits = [
+    ...roots.flatMap((r) => r.issues.map((i) => i.maxExecutionSeconds)),
+    ...(alphabet.updates ?? []).map((u) => u.maxExecutionSeconds),
+    ...(alphabet.graph?.creates ?? []).map((t) => t.maxExecutionSeconds),
+    ...(alphabet.graph?.subIssues ?? []).map((t) => t.maxExecutionSeconds),
+  ];
+  return Math.max(0, ...limits.map((m) => m ?? 0));
+}
+
+/** The inputs a template stands for in `s`. */
+function fromTemplate(s: State, t: CreateTemplate): CreateInput[] {
+  const { blockedByEach, notBeforeIn, ...input } = t;
+  const base: CreateInput = notBeforeIn === undefined ? input : { ...input, notBefore: s.clock + notBeforeIn };
+  return blockedByEach ? s.issues.map((i) => ({ ...base, blockedBy: [i.id] })) : [base];
 }
 
 /** The expectedStatuses lists that decide every verdict: the answer depends only on whether the issue's status is listed. */
@@ -146,6 +218,8 @@ export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
       for (const outcome of outcomes) out.push({ verb: "releaseIssue", ...a, issueId, outcome });
     }
     for (const outcome of outcomes) out.push({ verb: "releaseIssues", ...a, issueIds: ids, outcome });
+    if (alphabet.time) timeCommandsFor(alphabet.time, a, known, out);
+    if (alphabet.graph) graphCommandsFor(s, alphabet.graph, a, out);
     for (const limit of limits) {
       for (const includeUnassigned of [false, true]) {
         for (const acquireExecution of [false, true]) out.push({ verb: "claimIssues", ...a, limit, includeUnassigned, acquireExecution });
@@ -184,6 +258,14 @@ export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
   for (const issueId of known) {
     out.push({ verb: "forceReleaseIssue", issueId, reason: "operator" });
     for (const input of updates) out.push({ verb: "updateIssue", issueId, input });
+    for (const d of alphabet.time?.delays ?? []) out.push({ verb: "updateIssue", issueId, input: { notBefore: s.clock + d } });
+    if (alphabet.time?.delays?.length) out.push({ verb: "updateIssue", issueId, input: { notBefore: null } });
+  }
+  if (alphabet.graph) boardGraphCommandsFor(s, alphabet.graph, alphabet.probes ?? true, out);
+  if (alphabet.time && (alphabet.probes ?? true) && s.runs[0]) {
+    // retryAfterSeconds with DONE, and past a day: BAD_USER_INPUT whatever else
+    const a = { agentId: s.runs[0].agentId, runId: s.runs[0].id, issueId: known[0]! };
+    out.push({ verb: "releaseIssue", ...a, outcome: "DONE", retryAfterSeconds: 0 }, { verb: "releaseIssue", ...a, outcome: "FAILED", retryAfterSeconds: -1 });
   }
   for (const issueId of issues.slice(known.length)) {
     out.push({ verb: "forceReleaseIssue", issueId, reason: "operator" }, { verb: "updateIssue", issueId, input: { status: "OPEN" } });
@@ -193,6 +275,76 @@ export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
   }
   out.push({ verb: "runHeartbeat" }, { verb: "tick" }, { verb: "sweep" });
   return out;
+}
+
+/** A run's releases with retryAfterSeconds, and with a result (TimeAlphabet). */
+function timeCommandsFor(time: TimeAlphabet, a: { agentId: string; runId: string }, known: readonly string[], out: Command[]): void {
+  for (const issueId of known) {
+    for (const retryAfterSeconds of time.retryAfter ?? []) {
+      for (const outcome of ["REQUEUE", "FAILED"] as const) out.push({ verb: "releaseIssue", ...a, issueId, outcome, retryAfterSeconds });
+    }
+    if (time.results) out.push({ verb: "releaseIssue", ...a, issueId, outcome: "FAILED", result: { said: `${issueId} by ${a.runId}` } });
+  }
+}
+
+/** A run's graph verbs: createSubIssues under each issue it holds, and edges of those issues (GraphAlphabet). */
+function graphCommandsFor(s: State, graph: GraphAlphabet, a: { agentId: string; runId: string }, out: Command[]): void {
+  const held = s.issues.filter((i) => i.checkoutRunId === a.runId);
+  const room = s.issues.length < (graph.maxIssues ?? 3);
+  for (const parent of held) {
+    for (const t of graph.subIssues ?? []) {
+      for (const input of fromTemplate(s, t)) {
+        if (!room && !issueWithKey(s, input.idempotencyKey)) continue;
+        for (const parentWaits of [false, true]) out.push({ verb: "createSubIssues", ...a, parentId: parent.id, inputs: [input], parentWaits });
+      }
+    }
+    if (graph.edges ?? true) {
+      for (const other of s.issues) {
+        out.push({ verb: "addDependency", ...a, issueId: parent.id, blockedById: other.id });
+        if (parent.blockedBy.includes(other.id)) out.push({ verb: "removeDependency", ...a, issueId: parent.id, blockedById: other.id });
+      }
+    }
+  }
+}
+
+/** The board's graph verbs: createIssues of each template, every edge added and removed, and the refusals (probes). */
+function boardGraphCommandsFor(s: State, graph: GraphAlphabet, probes: boolean, out: Command[]): void {
+  const room = s.issues.length < (graph.maxIssues ?? 3);
+  for (const t of graph.creates ?? []) {
+    for (const input of fromTemplate(s, t)) if (room || issueWithKey(s, input.idempotencyKey)) out.push({ verb: "createIssues", inputs: [input] });
+  }
+  if (graph.edges ?? true) {
+    for (const i of s.issues) {
+      for (const b of s.issues) {
+        out.push({ verb: "addDependency", issueId: i.id, blockedById: b.id });
+        if (i.blockedBy.includes(b.id)) out.push({ verb: "removeDependency", issueId: i.id, blockedById: b.id });
+      }
+    }
+  }
+  if (!probes) return;
+  const first = s.issues[0]!.id;
+  out.push({ verb: "addDependency", issueId: "i-unknown", blockedById: first }, { verb: "addDependency", issueId: first, blockedById: "i-unknown" });
+  out.push({ verb: "removeDependency", issueId: first, blockedById: "i-unknown" });
+  out.push({ verb: "createIssues", inputs: [{ blockedBy: ["i-unknown"] }] }, { verb: "createIssues", inputs: [{ idempotencyKey: "" }] });
+  const run = s.runs.find((r) => isLive(r, s.clock));
+  if (run) {
+    // a live run that holds nothing of these: NotLockOwner; an unknown parent, no inputs, an unknown blocker
+    const a = { agentId: run.agentId, runId: run.id };
+    const notHeld = s.issues.find((i) => i.checkoutRunId !== run.id);
+    if (notHeld) {
+      out.push(
+        { verb: "addDependency", ...a, issueId: notHeld.id, blockedById: first },
+        { verb: "removeDependency", ...a, issueId: notHeld.id, blockedById: first },
+      );
+      out.push({ verb: "createSubIssues", ...a, parentId: notHeld.id, inputs: [{}] });
+    }
+    out.push({ verb: "createSubIssues", ...a, parentId: "i-unknown", inputs: [{}] }, { verb: "createSubIssues", ...a, parentId: first, inputs: [] });
+    const parent = s.issues.find((i) => i.checkoutRunId === run.id);
+    if (parent) {
+      out.push({ verb: "createSubIssues", ...a, parentId: parent.id, inputs: [{ blockedBy: ["i-unknown"] }] });
+      out.push({ verb: "createSubIssues", ...a, parentId: parent.id, inputs: [{ blockedBy: [parent.id] }], parentWaits: true });
+    }
+  }
 }
 
 export interface Violation {
@@ -240,6 +392,7 @@ export function explore(options: ExploreOptions): ExploreResult {
   const transitionChecks = options.transitionChecks ?? TRANSITION_INVARIANTS;
   const maxViolations = options.maxViolations ?? 20;
   const run = options.apply ?? apply;
+  const horizon = horizonOf(options.roots, options.alphabet);
   const parent = new Map<string, { from: string | null; command: Command | null }>();
   const violations: Violation[] = [];
   const trace = (key: string, last?: Command): string[] => {
@@ -255,7 +408,7 @@ export function explore(options: ExploreOptions): ExploreResult {
   for (const root of options.roots) {
     const initial = checkInitial(root);
     if (initial) violations.push({ invariant: "initial state", doc: "docs/lifecycle.md, Every transition (createIssue)", message: initial, trace: [] });
-    const key = canonicalKey(root);
+    const key = canonicalKey(root, horizon);
     if (!parent.has(key)) {
       parent.set(key, { from: null, command: null });
       frontier.push({ state: root, key });
@@ -287,7 +440,7 @@ export function explore(options: ExploreOptions): ExploreResult {
         }
         options.observe?.(state, command, step);
         if (step.state === state) continue;
-        const k = canonicalKey(step.state);
+        const k = canonicalKey(step.state, horizon);
         if (parent.has(k)) continue;
         parent.set(k, { from: key, command });
         next.push({ state: step.state, key: k });

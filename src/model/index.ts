@@ -3,8 +3,8 @@
 // docs/invariants.md as predicates, and an exhaustive explorer. Read it beside
 // docs/lifecycle.md: state.ts (what there is), rules.ts (the shared rules),
 // claims.ts, execution.ts, release.ts, runs.ts, board.ts, recovery.ts,
-// scheduler.ts, agents.ts (the verbs), commands.ts (verbs as data), invariants.ts,
-// explore.ts. docs/invariants.md, "The executable model", says how to run it.
+// scheduler.ts, agents.ts, graph.ts (the verbs), commands.ts (verbs as data),
+// invariants.ts and graphInvariants.ts, explore.ts. docs/invariants.md, "The executable model", says how to run it.
 export * from "./state.js";
 export * from "./answers.js";
 export * from "./rules.js";
@@ -22,9 +22,12 @@ export {
 export { acquireExecution } from "./execution.js";
 export { releaseIssue, releaseIssues } from "./release.js";
 export { refuseRun, startRun, heartbeatRun, finishRun, releaseAllHeldBy } from "./runs.js";
-export { BOARD_TRANSITIONS, forceReleaseIssue, updateIssue } from "./board.js";
+export { BOARD_TRANSITIONS, forceReleaseIssue, refuseDurations, updateIssue } from "./board.js";
 export type { UpdateIssueInput } from "./board.js";
-export { tick, sweep, recoverLock } from "./recovery.js";
+export { tick, sweep, recoverLock, executionOverdue, EXECUTION_TIMED_OUT } from "./recovery.js";
+export { createIssues, createSubIssues, addDependency, removeDependency, issueWithKey } from "./graph.js";
+export type { CreateInput } from "./graph.js";
+export type { ReleaseArgs } from "./release.js";
 export { AGENT_DISABLED, disableAgent, enableAgent, stopAgent, takeBackLocks } from "./agents.js";
 export { runHeartbeat } from "./scheduler.js";
 export * from "./commands.js";

@@ -3,41 +3,18 @@
 // returns null when it holds, or a sentence saying what is wrong. The
 // exploration (explore.ts) checks every one in every reachable state and on
 // every transition.
-import type { Answer } from "./answers.js";
 import type { Command, Verb } from "./commands.js";
 import { describe } from "./commands.js";
-import { sweep, tick } from "./recovery.js";
+import { GRAPH_STATE_INVARIANTS, GRAPH_TRANSITION_INVARIANTS } from "./graphInvariants.js";
+import type { StateInvariant, TransitionInvariant } from "./invariantKit.js";
+import { actingRun, changes, firstFailure, lockChanged } from "./invariantKit.js";
+import { EXECUTION_TIMED_OUT, executionOverdue, sweep, tick } from "./recovery.js";
 import { isActive, isExpired, isLive } from "./rules.js";
-import type { Event, Issue, IssueStatus, LockEventKind, State, Step } from "./state.js";
-import { findRun } from "./state.js";
+import type { Event, Issue, IssueStatus, LockEventKind, State } from "./state.js";
+import { findIssue, findRun } from "./state.js";
 
-export interface StateInvariant {
-  readonly name: string;
-  /** Where the rule is written down. */
-  readonly doc: string;
-  readonly check: (state: State) => string | null;
-}
-
-export interface TransitionInvariant {
-  readonly name: string;
-  readonly doc: string;
-  /**
-   * Whether it can fail on a transition that changes nothing and writes no
-   * event (a refusal): only rules about the answer can. The others hold
-   * vacuously there, and the exploration skips them (most transitions are refusals).
-   */
-  readonly onRefusals?: boolean;
-  readonly check: (before: State, command: Command, step: Step<Answer>) => string | null;
-}
-
-/** The first failure of `fn` over the items, or null. */
-function firstFailure<T>(items: readonly T[], fn: (item: T) => string | null): string | null {
-  for (const item of items) {
-    const failure = fn(item);
-    if (failure) return failure;
-  }
-  return null;
-}
+export type { StateInvariant, TransitionInvariant } from "./invariantKit.js";
+export { actingRun, changes, created, firstFailure, lockChanged } from "./invariantKit.js";
 
 // ---------------------------------------------------------------------------
 // The transition table: docs/lifecycle.md, "Every transition", by verb. Each
@@ -134,55 +111,38 @@ export const TRANSITIONS: readonly TransitionRow[] = [
   ),
 ];
 
-/** The fields of an issue whose change must be written to the ledger (board-only fields — assignee, key, maxAttempts — are not). */
-export const lockChanged = (a: Issue, b: Issue): boolean =>
-  a.status !== b.status ||
-  a.checkoutRunId !== b.checkoutRunId ||
-  a.executionRunId !== b.executionRunId ||
-  a.attemptCount !== b.attemptCount ||
-  a.lockEpoch !== b.lockEpoch;
-
-/** The issues a transition changed, with their events: [before, after, events]. */
-export function changes(before: State, step: Step<Answer>): { before: Issue; after: Issue; events: Event[] }[] {
-  if (memo.before === before && memo.step === step) return memo.value;
-  if (step.state.issues === before.issues && step.events.length === 0) return remember(before, step, []);
-  return remember(
-    before,
-    step,
-    step.state.issues.flatMap((after) => {
-      const was = before.issues.find((i) => i.id === after.id)!;
-      const events = step.events.filter((e) => e.issueId === after.id);
-      return was === after && events.length === 0 ? [] : [{ before: was, after, events }];
-    }),
-  );
-}
-
-// changes() of the last transition, which every transition invariant asks for in turn
-type Changes = { before: Issue; after: Issue; events: Event[] }[];
-let memo: { before: State | null; step: Step<Answer> | null; value: Changes } = { before: null, step: null, value: [] };
-function remember(before: State, step: Step<Answer>, value: Changes): Changes {
-  memo = { before, step, value };
-  return value;
-}
-
 /**
  * The attempt each event charges (docs/lifecycle.md, Attempts): entering
  * IN_PROGRESS, and the end of a hold whose holder died CLAIMED (adoption or
- * recovery, or disableAgent's, which recovers as the sweep does). Nothing else.
+ * recovery, or disableAgent's, which recovers as the sweep does); and the one
+ * a release with REQUEUE and retryAfterSeconds gives back from IN_PROGRESS
+ * (−1: "not now" is not a failure). Nothing else.
  */
-export function attemptsCharged(event: Event, before: Issue): number {
+export function attemptsCharged(event: Event, before: Issue, command?: Command): number {
   if (event.kind === "EXECUTION_ACQUIRED") return 1;
+  if (event.kind === "RELEASED" && command && (command.verb === "releaseIssue" || command.verb === "releaseIssues")) {
+    const givesBack = command.outcome === "REQUEUE" && command.retryAfterSeconds !== undefined && command.retryAfterSeconds !== null;
+    return givesBack && before.status === "IN_PROGRESS" ? -1 : 0;
+  }
   const holderDied =
     event.kind === "ADOPTED" ||
     event.kind === "RECOVERED" ||
     (event.kind === "ESCALATED" &&
       event.reason !== null &&
-      ["HOLDER_DEAD", "LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING", "AGENT_DISABLED"].includes(event.reason));
+      ["HOLDER_DEAD", "LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING", "AGENT_DISABLED", EXECUTION_TIMED_OUT].includes(event.reason));
   return holderDied && before.status === "CLAIMED" ? 1 : 0;
 }
 
-const AGENT_VERBS: readonly Verb[] = ["claimIssue", "claimIssues", "acquireExecution", "releaseIssue", "releaseIssues", "finishRun", "heartbeatRun"];
-const actingRun = (c: Command): { agentId: string; runId: string } | null => ("runId" in c && "agentId" in c ? { agentId: c.agentId, runId: c.runId } : null);
+const AGENT_VERBS: readonly Verb[] = [
+  "claimIssue",
+  "claimIssues",
+  "acquireExecution",
+  "releaseIssue",
+  "releaseIssues",
+  "createSubIssues",
+  "finishRun",
+  "heartbeatRun",
+];
 
 // ---------------------------------------------------------------------------
 // Invariants over one state.
@@ -258,6 +218,7 @@ export const STATE_INVARIANTS: readonly StateInvariant[] = [
         return held ? `${held.id} is held by run ${held.checkoutRunId ?? held.executionRunId} of disabled agent ${agent}` : null;
       }),
   },
+  ...GRAPH_STATE_INVARIANTS,
 ];
 
 // ---------------------------------------------------------------------------
@@ -297,7 +258,7 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
     doc: "docs/lifecycle.md, Attempts; docs/invariants.md #9",
     check: (before, c, step) =>
       firstFailure(changes(before, step), ({ before: b, after: a, events }) => {
-        const charged = events.reduce((n, e) => n + attemptsCharged(e, b), 0);
+        const charged = events.reduce((n, e) => n + attemptsCharged(e, b, c), 0);
         return a.attemptCount === b.attemptCount + charged
           ? null
           : `${c.verb}: ${a.id} attempts ${b.attemptCount} -> ${a.attemptCount}, events charge ${charged}`;
@@ -363,16 +324,18 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
       }),
   },
   {
-    name: "recovery never touches a live lock; the clock moving changes nothing else",
-    doc: "docs/invariants.md #8",
+    name: "recovery never touches a live lock but an execution past maxExecutionSeconds (EXECUTION_TIMED_OUT); the clock moving changes nothing else",
+    doc: "docs/invariants.md #8; issue 29, Runaway executions end",
     check: (before, c, step) => {
       if (c.verb === "tick") {
         return step.state.issues === before.issues && step.state.runs === before.runs && step.events.length === 0 ? null : "tick changed more than the clock";
       }
       if (c.verb !== "sweep") return null;
-      return firstFailure(changes(before, step), ({ before: b }) =>
-        b.checkoutRunId !== null && isLive(findRun(before, b.checkoutRunId), before.clock) ? `sweep took ${b.id} from live run ${b.checkoutRunId}` : null,
-      );
+      return firstFailure(changes(before, step), ({ before: b, events }) => {
+        if (b.checkoutRunId === null || !isLive(findRun(before, b.checkoutRunId), before.clock)) return null;
+        const overdue = executionOverdue(b, before.clock) && events.length === 1 && events[0]!.reason === EXECUTION_TIMED_OUT;
+        return overdue ? null : `sweep took ${b.id} from live run ${b.checkoutRunId}${b.status === "IN_PROGRESS" ? " before its execution was overdue" : ""}`;
+      });
     },
   },
   {
@@ -415,7 +378,8 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
     doc: "docs/lifecycle.md, decisions 6 and 7, and the disableAgent row",
     check: (before, c, step) =>
       firstFailure(step.events, (e) => {
-        const b = before.issues.find((i) => i.id === e.issueId)!;
+        const b = before.issues.find((i) => i.id === e.issueId);
+        if (!b) return `${c.verb} wrote ${e.kind} for ${e.issueId}, which did not exist before it`;
         const holder = b.checkoutRunId;
         const holderAgent = findRun(before, holder)?.agentId ?? null;
         let expected: { runId: string | null; agentId: string | null; reasons: (string | null)[] };
@@ -445,7 +409,7 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
             expected =
               c.verb === "disableAgent"
                 ? { runId: holder, agentId: c.agentId, reasons: ["AGENT_DISABLED"] }
-                : { runId: holder, agentId: holderAgent, reasons: ["LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING"] };
+                : { runId: holder, agentId: holderAgent, reasons: ["LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING", EXECUTION_TIMED_OUT] };
             break;
           case "ESCALATED":
             expected =
@@ -455,7 +419,7 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
                   ? { runId: holder, agentId: c.agentId, reasons: ["AGENT_DISABLED"] }
                   : holder === null
                     ? { runId: null, agentId: null, reasons: ["ATTEMPTS_EXHAUSTED"] }
-                    : { runId: holder, agentId: holderAgent, reasons: ["LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING"] };
+                    : { runId: holder, agentId: holderAgent, reasons: ["LEASE_EXPIRED", "RUN_FINISHED", "RUN_MISSING", EXECUTION_TIMED_OUT] };
             break;
           case "FORCE_RELEASED":
             expected = { runId: holder, agentId: holderAgent, reasons: [c.verb === "forceReleaseIssue" ? c.reason.trim() : "?"] };
@@ -535,25 +499,41 @@ export const TRANSITION_INVARIANTS: readonly TransitionInvariant[] = [
       });
     },
   },
+  ...GRAPH_TRANSITION_INVARIANTS,
 ];
 
 // ---------------------------------------------------------------------------
 // lockAudit, and what recovery promises from any state.
 
-/** lockAudit's figures that a state alone determines (doubleClaims needs the ledger: the transition invariants stand for it). */
-export function lockAudit(state: State): { locksHeldByDeadRuns: number; halfReleasedLocks: number; unescalatedExhausted: number } {
+/**
+ * lockAudit's figures that a state alone determines (doubleClaims needs the
+ * ledger: the transition invariants stand for it), with two of the model's
+ * own: executions past maxExecutionSeconds (overdueExecutions) and OPEN
+ * issues waiting on a CANCELLED blocker (waitingOnCancelled, which no sweep
+ * clears: someone must act).
+ */
+export function lockAudit(state: State): {
+  locksHeldByDeadRuns: number;
+  halfReleasedLocks: number;
+  unescalatedExhausted: number;
+  overdueExecutions: number;
+  waitingOnCancelled: number;
+} {
   const dead = (runId: string | null) => runId !== null && !isLive(findRun(state, runId), state.clock);
+  const cancelled = (id: string) => findIssue(state, id)?.status === "CANCELLED";
   return {
     locksHeldByDeadRuns: state.issues.filter((i) => dead(i.checkoutRunId) || dead(i.executionRunId)).length,
     halfReleasedLocks: state.issues.filter((i) => STATE_INVARIANTS[0]!.check({ ...state, issues: [i] }) !== null).length,
     unescalatedExhausted: state.issues.filter((i) => i.status === "OPEN" && i.attemptCount >= i.maxAttempts).length,
+    overdueExecutions: state.issues.filter((i) => executionOverdue(i, state.clock)).length,
+    waitingOnCancelled: state.issues.filter((i) => i.status === "OPEN" && i.blockedBy.some(cancelled)).length,
   };
 }
 
-/** After one sweep, from any state: no lock held by a dead run, and every exhausted OPEN issue escalated (lockAudit reads zeros). */
+/** After one sweep, from any state: no lock held by a dead run, no execution overdue, and every exhausted OPEN issue escalated (lockAudit reads zeros). */
 export function oneSweepCleansUp(state: State): string | null {
   const audit = lockAudit(sweep(state).state);
-  return audit.locksHeldByDeadRuns === 0 && audit.unescalatedExhausted === 0 && audit.halfReleasedLocks === 0
+  return audit.locksHeldByDeadRuns === 0 && audit.unescalatedExhausted === 0 && audit.halfReleasedLocks === 0 && audit.overdueExecutions === 0
     ? null
     : `after one sweep, lockAudit reads ${JSON.stringify(audit)}`;
 }
@@ -583,7 +563,12 @@ export const REACHABLE_STATE_CHECKS: readonly StateInvariant[] = [
 /** The initial state's promises: nothing held, nothing counted yet. */
 export function checkInitial(state: State): string | null {
   return firstFailure(state.issues, (i) =>
-    i.attemptCount === 0 && i.lockEpoch === 0 && i.checkoutRunId === null && (i.status === "OPEN" || i.status === "BACKLOG")
+    i.attemptCount === 0 &&
+    i.lockEpoch === 0 &&
+    i.checkoutRunId === null &&
+    i.executionLockedAt === null &&
+    i.result === null &&
+    (i.status === "OPEN" || i.status === "BACKLOG")
       ? null
       : `initial ${i.id} is not as createIssue leaves it`,
   );

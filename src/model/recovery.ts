@@ -3,11 +3,16 @@
 // and recoverLock, the step that takes back a dead holder's lock (the sweep's,
 // and disableAgent's).
 import type { SweepCounts, Ticked } from "./answers.js";
-import { agentOf, attemptsAfterDeath, clearLocks, eventFor, inStatementOrder, isExpired, reopenOrEscalate } from "./rules.js";
+import { agentOf, attemptsAfterDeath, backoffDelay, clearLocks, delayBy, eventFor, inStatementOrder, isExpired, reopenOrEscalate } from "./rules.js";
 import type { Event, Issue, Run, State, Step } from "./state.js";
 import { findRun } from "./state.js";
 
-/** The clock moves on by `by` (default 1): every lease with leaseExpiresAt <= clock has run out. Nothing is written. */
+/**
+ * The clock moves on by `by` (default 1): every lease with leaseExpiresAt <=
+ * clock has run out, every issue with notBefore <= clock is due (the wake-up,
+ * WAKE_DUE_ISSUES, is not a step of its own: readiness reads the clock), and
+ * executions grow older. Nothing is written.
+ */
 export function tick(state: State, args: { by?: number } = {}): Step<Ticked> {
   const by = args.by ?? 1;
   if (!Number.isInteger(by) || by < 1) throw new Error("tick: by must be a positive integer");
@@ -17,16 +22,29 @@ export function tick(state: State, args: { by?: number } = {}): Step<Ticked> {
 
 /**
  * recoverLock and recoveredKind (fragments.ts): the lock of a holder that is
- * dead, or is being ended (disableAgent), taken back. A CLAIMED holder's
- * attempt is counted (attemptsAfterDeath), both locks are cleared, and the
- * issue goes to OPEN or ESCALATED; its one event is RECOVERED (or ESCALATED),
- * naming the holder, `agentId` and `reason`. The sweep and disableAgent share it.
+ * dead, or is being ended (disableAgent), or has executed too long, taken
+ * back. A CLAIMED holder's attempt is counted (attemptsAfterDeath), both locks
+ * are cleared, and the issue goes to OPEN after its backoff (backoffDelay on
+ * the count after the charge), or to ESCALATED; its one event is RECOVERED
+ * (or ESCALATED), naming the holder, `agentId` and `reason`. The sweep and
+ * disableAgent share it.
  */
-export function recoverLock(issue: Issue, agentId: string | null, reason: string): { issue: Issue; event: Event } {
+export function recoverLock(state: State, issue: Issue, agentId: string | null, reason: string): { issue: Issue; event: Event } {
   const attemptCount = attemptsAfterDeath(issue);
-  const after: Issue = { ...clearLocks(issue), attemptCount, status: reopenOrEscalate(attemptCount, issue.maxAttempts) };
+  const reopened: Issue = { ...clearLocks(issue), attemptCount, status: reopenOrEscalate(attemptCount, issue.maxAttempts) };
+  const after = delayBy(state, reopened, backoffDelay(state, issue, attemptCount));
   return { issue: after, event: eventFor(after, after.status === "ESCALATED" ? "ESCALATED" : "RECOVERED", issue.checkoutRunId, agentId, reason) };
 }
+
+/** The event reason of an execution the sweep took back for running past maxExecutionSeconds. */
+export const EXECUTION_TIMED_OUT = "EXECUTION_TIMED_OUT";
+
+/** IN_PROGRESS with a limit, and its execution has held the lock that long: the sweep takes it back, live run or not. */
+export const executionOverdue = (issue: Issue, clock: number): boolean =>
+  issue.status === "IN_PROGRESS" &&
+  issue.maxExecutionSeconds !== null &&
+  issue.executionLockedAt !== null &&
+  clock - issue.executionLockedAt >= issue.maxExecutionSeconds;
 
 /**
  * One sweep, its steps in order:
@@ -34,13 +52,19 @@ export function recoverLock(issue: Issue, agentId: string | null, reason: string
  *     lease has run out become TIMED_OUT.
  *  2. RECOVER_LOCKS_OF_DEAD_RUNS: every issue whose checkout points at a run
  *     that is not RUNNING (or missing), recoverLock: a CLAIMED holder's
- *     attempt is counted (attemptsAfterDeath), both locks cleared, OPEN or
- *     ESCALATED; one RECOVERED (or ESCALATED) event each, naming the dead run, reason
- *     LEASE_EXPIRED (TIMED_OUT), RUN_FINISHED (another terminal status) or
- *     RUN_MISSING.
+ *     attempt is counted (attemptsAfterDeath), both locks cleared, OPEN
+ *     (after its backoff) or ESCALATED; one RECOVERED (or ESCALATED) event
+ *     each, naming the dead run, reason LEASE_EXPIRED (TIMED_OUT),
+ *     RUN_FINISHED (another terminal status) or RUN_MISSING.
+ *  2a. (issue 29) every IN_PROGRESS issue whose execution has held the lock
+ *     maxExecutionSeconds or longer (executionOverdue), its run live:
+ *     recoverLock with reason EXECUTION_TIMED_OUT (the attempt stays
+ *     charged, the backoff applies); the run itself goes on.
  *  3. ESCALATE_EXHAUSTED_OPEN: OPEN issues with no attempt left → ESCALATED,
  *     reason ATTEMPTS_EXHAUSTED, run and agent null.
- * A live run's lock is never touched. Counts as sweep() returns them.
+ * A live run's lock is touched only when its execution is overdue. The
+ * recovered counts include the executions taken back. Counts as sweep()
+ * returns them.
  */
 export function sweep(state: State): Step<SweepCounts> {
   let timedOutRuns = 0;
@@ -57,20 +81,28 @@ export function sweep(state: State): Step<SweepCounts> {
     const holder = findRun(afterRuns, i.checkoutRunId);
     if (holder && holder.status === "RUNNING") return i;
     const reason = !holder ? "RUN_MISSING" : holder.status === "TIMED_OUT" ? "LEASE_EXPIRED" : "RUN_FINISHED";
-    const { issue, event } = recoverLock(i, agentOf(afterRuns, i.checkoutRunId), reason);
+    const { issue, event } = recoverLock(afterRuns, i, agentOf(afterRuns, i.checkoutRunId), reason);
     recovered.push(event);
     return issue;
   });
 
+  const overdue: Event[] = [];
+  const issues2a = issues2.map((i): Issue => {
+    if (!executionOverdue(i, state.clock)) return i;
+    const { issue, event } = recoverLock(afterRuns, i, agentOf(afterRuns, i.checkoutRunId), EXECUTION_TIMED_OUT);
+    overdue.push(event);
+    return issue;
+  });
+
   const escalated: Event[] = [];
-  const issues3 = issues2.map((i): Issue => {
+  const issues3 = issues2a.map((i): Issue => {
     if (!(i.status === "OPEN" && i.attemptCount >= i.maxAttempts)) return i;
     const after: Issue = { ...i, status: "ESCALATED" };
     escalated.push(eventFor(after, "ESCALATED", null, null, "ATTEMPTS_EXHAUSTED"));
     return after;
   });
 
-  const events = [...inStatementOrder(recovered), ...inStatementOrder(escalated)];
+  const events = [...inStatementOrder(recovered), ...inStatementOrder(overdue), ...inStatementOrder(escalated)];
   const after = events.length === 0 ? afterRuns : { ...afterRuns, issues: issues3 };
   return {
     answer: {

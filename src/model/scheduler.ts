@@ -1,13 +1,13 @@
 // The scheduler tick (the board's runHeartbeat mutation; src/locks/runs/schedulerTick.ts).
 import type { HeartbeatTick, IssueClaimed } from "./answers.js";
 import { claimNext } from "./claims.js";
-import { isClaimable } from "./rules.js";
+import { isReady } from "./rules.js";
 import { finishRun, startRun } from "./runs.js";
 import type { Event, Run, State, Step } from "./state.js";
 
 /**
- * For each enabled agent, in creation order, with claimable work assigned to it
- * (AGENTS_WITH_CLAIMABLE_WORK: OPEN with an attempt left, assigned to it; key
+ * For each enabled agent, in creation order, with ready work assigned to it
+ * (AGENTS_WITH_CLAIMABLE_WORK: `claimable`, so ready, and assigned to it; key
  * room is not looked at here): start a run, claim the agent's next issue
  * (claimIssue without an issue id, includeUnassigned false), and finish the
  * run SUCCEEDED if it got nothing. The SQL serves the agents concurrently; the
@@ -16,7 +16,7 @@ import type { Event, Run, State, Step } from "./state.js";
  * agent's claim depend on another's).
  */
 export function runHeartbeat(state: State): Step<HeartbeatTick> {
-  const agents = state.agents.filter((a) => !state.disabled.includes(a) && state.issues.some((i) => isClaimable(i) && i.assigneeAgentId === a));
+  const agents = state.agents.filter((a) => !state.disabled.includes(a) && state.issues.some((i) => i.assigneeAgentId === a && isReady(state, i)));
   let s = state;
   const runs: Run[] = [];
   const claims: IssueClaimed[] = [];

@@ -17,7 +17,12 @@
 //    against (SKIP LOCKED, FOR SHARE, a holder the snapshot cannot see) are
 //    each one of the model's interleavings, not a state of their own;
 //  - retention: runs are never deleted, so a holder is never missing
-//    (RUN_MISSING is modelled but unreachable);
+//    (RUN_MISSING is modelled but unreachable), nor are issues;
+//  - seconds: every duration (retryDelaySeconds, retryAfterSeconds,
+//    maxExecutionSeconds, notBefore's distance) is in clock units, and the
+//    API's limits in seconds (a day of backoff, a week of execution) become
+//    clock units through `tickSeconds`; payload and result are kept as given
+//    (their size limit is not modelled);
 //  - keys and authentication: an agent verb names its agent, and disableAgent
 //    only disables it (its keys are not modelled), and a disabled agent's
 //    reason is not kept in the state.
@@ -25,6 +30,9 @@ import type { IssuePriority, IssueStatus, LockEventKind, ReleaseOutcome, RunStat
 import { ISSUE_PRIORITIES } from "../domain/types.js";
 
 export type { IssuePriority, IssueStatus, LockEventKind, ReleaseOutcome, RunStatus };
+
+/** A JSON value a client sent (payload, result): kept as given, never read by a verb. */
+export type Json = unknown;
 
 export interface Issue {
   readonly id: string;
@@ -40,6 +48,23 @@ export interface Issue {
   readonly lockEpoch: number;
   /** Creation order: claim order's "oldest first". */
   readonly createdAt: number;
+  /** The issue this one was split from (createSubIssues, or createIssues with parentId); null for a top-level issue. */
+  readonly parentId: string | null;
+  /** The issues this one depends on, by id, sorted; no cycle through them ever (docs/invariants.md, 19). */
+  readonly blockedBy: readonly string[];
+  /** Not claimable before this clock value; null: no delay. */
+  readonly notBefore: number | null;
+  /** Unique in the company; kept for the issue's life. */
+  readonly idempotencyKey: string | null;
+  /** The backoff base, in clock units: a failed attempt that reopens the issue delays it retryDelaySeconds × 2^(attemptCount − 1), capped. 0: none. */
+  readonly retryDelaySeconds: number;
+  /** In clock units; null: no limit. The sweep takes back an execution held this long. */
+  readonly maxExecutionSeconds: number | null;
+  /** The clock when the execution lock was taken (execution_locked_at); null unless IN_PROGRESS. */
+  readonly executionLockedAt: number | null;
+  readonly payload: Json;
+  /** What the last release with a result said the work produced. */
+  readonly result: Json;
 }
 
 export interface Run {
@@ -78,6 +103,12 @@ export interface State {
   readonly turns: readonly string[];
   /** Whether the company has ever had a named key (an issue's or a limit's): from then on the unkeyed pool takes turns too. */
   readonly keyed: boolean;
+  /**
+   * How many seconds of the database's clock one clock unit stands for (the
+   * conformance run's UNIT_SECONDS): the API's limits in seconds (a day of
+   * delay, a week of execution) are floor(limit / tickSeconds) clock units.
+   */
+  readonly tickSeconds: number;
 }
 
 /** The unkeyed pool's name among the keys' turns (the SQL's '' row). */
@@ -112,6 +143,15 @@ export interface IssueInput {
   concurrencyKey?: string | null;
   /** 1–100, default 3. */
   maxAttempts?: number;
+  /** An issue listed before this one (the initial state is a company as createIssues left it). */
+  parentId?: string | null;
+  /** Issues listed before this one. */
+  blockedBy?: readonly string[];
+  notBefore?: number | null;
+  idempotencyKey?: string | null;
+  retryDelaySeconds?: number;
+  maxExecutionSeconds?: number | null;
+  payload?: Json;
 }
 
 export interface InitialStateInput {
@@ -121,14 +161,25 @@ export interface InitialStateInput {
   limits?: Readonly<Record<string, number>>;
   /** Default 2. */
   leaseLength?: number;
+  /** Default 3600 (so a day is 24 clock units). */
+  tickSeconds?: number;
 }
 
-/** A company as createAgent and createIssues leave it: no runs, no events, attempts and epochs 0. */
+/**
+ * A company as createAgent and createIssues leave it: no runs, no events,
+ * attempts and epochs 0. Parents and blockers must be issues listed earlier
+ * (so the graph has no cycle), idempotency keys distinct.
+ */
 export function initialState(input: InitialStateInput): State {
   const issues = input.issues.map((i, n): Issue => {
     const maxAttempts = i.maxAttempts ?? 3;
     if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 100) throw new Error(`issue ${i.id}: maxAttempts must be between 1 and 100`);
     if (i.assigneeAgentId != null && !input.agents.includes(i.assigneeAgentId)) throw new Error(`issue ${i.id}: unknown assignee ${i.assigneeAgentId}`);
+    const earlier = input.issues.slice(0, n);
+    for (const b of [...(i.blockedBy ?? []), ...(i.parentId != null ? [i.parentId] : [])]) {
+      if (!earlier.some((e) => e.id === b)) throw new Error(`issue ${i.id}: ${b} must be an issue listed before it`);
+    }
+    if (i.idempotencyKey != null && earlier.some((e) => e.idempotencyKey === i.idempotencyKey)) throw new Error(`issue ${i.id}: idempotencyKey used twice`);
     return {
       id: i.id,
       status: i.status ?? "OPEN",
@@ -141,22 +192,37 @@ export function initialState(input: InitialStateInput): State {
       maxAttempts,
       lockEpoch: 0,
       createdAt: n,
+      parentId: i.parentId ?? null,
+      blockedBy: [...new Set(i.blockedBy ?? [])].sort(byId),
+      notBefore: i.notBefore ?? null,
+      idempotencyKey: i.idempotencyKey ?? null,
+      retryDelaySeconds: i.retryDelaySeconds ?? 0,
+      maxExecutionSeconds: i.maxExecutionSeconds ?? null,
+      executionLockedAt: null,
+      payload: i.payload ?? null,
+      result: null,
     };
   });
   const leaseLength = input.leaseLength ?? 2;
   if (!Number.isInteger(leaseLength) || leaseLength < 1) throw new Error("leaseLength must be a positive integer");
+  const tickSeconds = input.tickSeconds ?? 3600;
+  if (!Number.isInteger(tickSeconds) || tickSeconds < 1) throw new Error("tickSeconds must be a positive integer");
   return {
     clock: 0,
     leaseLength,
     agents: [...input.agents],
     disabled: [],
-    issues: [...issues].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
+    issues: [...issues].sort((a, b) => byId(a.id, b.id)),
     runs: [],
     limits: { ...(input.limits ?? {}) },
     turns: [],
     keyed: issues.some((i) => i.concurrencyKey !== null) || Object.keys(input.limits ?? {}).length > 0,
+    tickSeconds,
   };
 }
+
+/** Ids compare by code point (as the issues list is kept). */
+export const byId = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 export const priorityRank = (p: IssuePriority): number => ISSUE_PRIORITIES.indexOf(p);
 
@@ -166,6 +232,11 @@ export const findRun = (state: State, runId: string | null): Run | undefined => 
 /** The state with `issue` in place of the issue of the same id. */
 export function withIssue(state: State, issue: Issue): State {
   return { ...state, issues: state.issues.map((i) => (i.id === issue.id ? issue : i)), keyed: state.keyed || issue.concurrencyKey !== null };
+}
+
+/** The state with `issue` added (a created issue), the list kept in id order. */
+export function withNewIssue(state: State, issue: Issue): State {
+  return { ...state, issues: [...state.issues, issue].sort((a, b) => byId(a.id, b.id)), keyed: state.keyed || issue.concurrencyKey !== null };
 }
 
 /** The state with `run` in place of the run of the same id, or appended when it is new. */

@@ -6,7 +6,7 @@
 // no database.
 import { describe, expect, it } from "vitest";
 import type { Answer, Command, State, Step } from "../../src/model/index.js";
-import { TRANSITIONS, VERBS, apply, explore, initialState } from "../../src/model/index.js";
+import { GRAPH_VERBS, TRANSITIONS, VERBS, apply, explore, initialState } from "../../src/model/index.js";
 import { ISSUE_STATUSES } from "../../src/domain/types.js";
 import { UPDATES, noViolations, run } from "./coverage.js";
 
@@ -25,8 +25,8 @@ describe("the model, explored exhaustively", () => {
     expect(result.complete).toBe(true);
     expect(result.states).toBeGreaterThan(10_000);
 
-    // every verb fired
-    expect([...coverage.verbs].sort()).toEqual([...VERBS].sort());
+    // every verb fired (the work graph's: workGraph.test.ts)
+    expect([...coverage.verbs].sort()).toEqual(VERBS.filter((v) => !GRAPH_VERBS.includes(v)).sort());
     // every row of docs/lifecycle.md's table, by its verb
     const rows = [...new Set(TRANSITIONS.map((r) => `${r.verb}:${r.from}->${r.to}`))];
     expect(rows.filter((r) => !coverage.rows.has(r))).toEqual([]);

@@ -1,0 +1,247 @@
+// The work graph (issue 29; docs/lifecycle.md, "The work graph"): creating
+// issues (createIssues, with blockers, a parent, a delay, an idempotency key),
+// an agent splitting its issue (createSubIssues, parentWaits), and the
+// dependency edges (addDependency, removeDependency). None of these changes a
+// lock, so none writes an event.
+import type { AddDependencyResult, CreateIssuesResult, CreateSubIssuesResult, ErrorAnswer, NotLockOwner, RemoveDependencyResult } from "./answers.js";
+import { badInput, issueNotFound, notFound } from "./answers.js";
+import { refuseDurations } from "./board.js";
+import { refuseRun } from "./runs.js";
+import { cyclePath, isLive } from "./rules.js";
+import type { Issue, IssuePriority, Json, State, Step } from "./state.js";
+import { byId, findIssue, findRun, withIssue, withNewIssue } from "./state.js";
+
+/** CreateIssueInput as the model takes it (titles and descriptions left out; durations and notBefore in clock units). */
+export interface CreateInput {
+  /** BACKLOG or OPEN (default OPEN). */
+  status?: "BACKLOG" | "OPEN";
+  priority?: IssuePriority;
+  assigneeAgentId?: string | null;
+  concurrencyKey?: string | null;
+  /** 1–100, default 3. */
+  maxAttempts?: number;
+  /** createIssues only (createSubIssues sets its own): an issue of the company. */
+  parentId?: string | null;
+  /** At most 100 issues of the company. */
+  blockedBy?: readonly string[];
+  /** A clock value. */
+  notBefore?: number | null;
+  /** 1–200 characters. */
+  idempotencyKey?: string | null;
+  /** 0 to a day (default 0). */
+  retryDelaySeconds?: number;
+  /** 1 to a week; null or left out: no limit. */
+  maxExecutionSeconds?: number | null;
+  payload?: Json;
+}
+
+export const MAX_ISSUES_PER_CALL = 1000;
+export const MAX_SUB_ISSUES_PER_CALL = 100;
+export const MAX_BLOCKERS = 100;
+
+/** An input's own checks (BAD_USER_INPUT), as the API makes them before it reads anything. */
+function refuseInput(state: State, input: CreateInput, where: string): ErrorAnswer | null {
+  const bad = (message: string) => badInput(`${where}${message}`);
+  const status = input.status ?? "OPEN";
+  if (status !== "OPEN" && status !== "BACKLOG") return bad("status must be BACKLOG or OPEN");
+  const maxAttempts = input.maxAttempts ?? 3;
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 100) return bad("maxAttempts must be between 1 and 100");
+  if ((input.blockedBy?.length ?? 0) > MAX_BLOCKERS) return bad(`blockedBy may name at most ${MAX_BLOCKERS} issues`);
+  const key = input.idempotencyKey;
+  if (key != null && (key.length === 0 || key.length > 200)) return bad("idempotencyKey must be 1–200 characters");
+  const durations = refuseDurations(state, input);
+  if (durations) return bad(durations);
+  if (input.assigneeAgentId != null && !state.agents.includes(input.assigneeAgentId)) return bad("assigneeAgentId: no such agent in this company");
+  return null;
+}
+
+/** The first id of the form i<n> (n from the number of issues + 1) that no issue has. */
+function nextIssueId(state: State): string {
+  for (let n = state.issues.length + 1; ; n++) {
+    const id = `i${n}`;
+    if (!findIssue(state, id)) return id;
+  }
+}
+
+/** The issue of the company with this idempotency key. */
+export const issueWithKey = (state: State, key: string | null | undefined): Issue | undefined =>
+  key == null ? undefined : state.issues.find((i) => i.idempotencyKey === key);
+
+/**
+ * The inputs created one after another, in input order, each newer than the
+ * last (claim order's oldest first): an input whose idempotency key the
+ * company already has (an earlier input of the same call included) creates
+ * nothing and answers that issue, whatever its other fields say.
+ */
+function createAll(state0: State, inputs: readonly CreateInput[], parentId: string | null): { state: State; issues: Issue[]; created: string[] } {
+  let state = state0;
+  const issues: Issue[] = [];
+  const created: string[] = [];
+  let createdAt = Math.max(-1, ...state.issues.map((i) => i.createdAt)) + 1;
+  for (const input of inputs) {
+    const existing = issueWithKey(state, input.idempotencyKey);
+    if (existing) {
+      issues.push(existing);
+      continue;
+    }
+    const issue: Issue = {
+      id: nextIssueId(state),
+      status: input.status ?? "OPEN",
+      priority: input.priority ?? "MEDIUM",
+      assigneeAgentId: input.assigneeAgentId ?? null,
+      concurrencyKey: input.concurrencyKey ?? null,
+      checkoutRunId: null,
+      executionRunId: null,
+      attemptCount: 0,
+      maxAttempts: input.maxAttempts ?? 3,
+      lockEpoch: 0,
+      createdAt: createdAt++,
+      parentId: parentId ?? input.parentId ?? null,
+      blockedBy: [...new Set(input.blockedBy ?? [])].sort(byId),
+      notBefore: input.notBefore ?? null,
+      idempotencyKey: input.idempotencyKey ?? null,
+      retryDelaySeconds: input.retryDelaySeconds ?? 0,
+      maxExecutionSeconds: input.maxExecutionSeconds ?? null,
+      executionLockedAt: null,
+      payload: input.payload ?? null,
+      result: null,
+    };
+    state = withNewIssue(state, issue);
+    issues.push(issue);
+    created.push(issue.id);
+  }
+  return { state, issues, created };
+}
+
+/** The first blocker or parent named by the inputs that the company does not have. */
+const missingIssue = (state: State, inputs: readonly CreateInput[]): string | undefined =>
+  inputs.flatMap((i) => [...(i.blockedBy ?? []), ...(i.parentId != null ? [i.parentId] : [])]).find((id) => !findIssue(state, id));
+
+/**
+ * createIssue / createIssues(inputs) (the board; CREATE_ISSUES): every input's
+ * checks first (BAD_USER_INPUT, nothing created; more than 1000 inputs too);
+ * a blocker or parent the company does not have is NOT_FOUND, nothing
+ * created. Then createAll. A new issue has no dependents, so no edge it
+ * brings can close a cycle. No events.
+ */
+export function createIssues(state: State, args: { inputs: readonly CreateInput[] }): Step<CreateIssuesResult> {
+  if (args.inputs.length > MAX_ISSUES_PER_CALL) return { answer: badInput(`at most ${MAX_ISSUES_PER_CALL} issues per call`), state, events: [] };
+  for (const [n, input] of args.inputs.entries()) {
+    const refused = refuseInput(state, input, args.inputs.length > 1 ? `inputs[${n}].` : "");
+    if (refused) return { answer: refused, state, events: [] };
+  }
+  const missing = missingIssue(state, args.inputs);
+  if (missing) return { answer: notFound(`issue ${missing} not found`), state, events: [] };
+  const made = createAll(state, args.inputs, null);
+  return { answer: { __typename: "IssuesCreated", issues: made.issues }, state: made.created.length === 0 ? state : made.state, events: [] };
+}
+
+/** Whether `from` reaches `to` along blockedBy edges (from === to included). */
+function reaches(state: State, from: string, to: string): boolean {
+  return from === to || cyclePath(state, to, from) !== null;
+}
+
+/**
+ * createSubIssues(runId, parentId, inputs, parentWaits) (an agent splits the
+ * issue its run holds), in its order:
+ *   1. 1–100 inputs, each input's checks, and with parentWaits no input
+ *      blocked by the parent itself: BAD_USER_INPUT;
+ *   2. the run (refuseRun: RunNotActive, FORBIDDEN);  3. the parent missing:
+ *      IssueNotFound;  4. the run does not hold the parent's checkout:
+ *      NotLockOwner;  5. a blocker the company does not have: NOT_FOUND;
+ *   6. with parentWaits, an input to be created blocked by an issue that
+ *      waits on the parent, however indirectly (the parent's new edge would
+ *      close a cycle): BAD_USER_INPUT;
+ *   7. createAll with parentId set (inputs may assign any agent of the
+ *      company, or none), and with parentWaits every issue created is added
+ *      to the parent's blockedBy (an input answered by its idempotency key
+ *      adds no edge). The parent keeps its lock. One transaction, no events.
+ */
+export function createSubIssues(
+  state: State,
+  args: { agentId: string; runId: string; parentId: string; inputs: readonly CreateInput[]; parentWaits?: boolean },
+): Step<CreateSubIssuesResult> {
+  const unchanged = (answer: CreateSubIssuesResult): Step<CreateSubIssuesResult> => ({ answer, state, events: [] });
+  if (args.inputs.length < 1 || args.inputs.length > MAX_SUB_ISSUES_PER_CALL)
+    return unchanged(badInput(`inputs must hold 1 to ${MAX_SUB_ISSUES_PER_CALL} issues`));
+  for (const [n, input] of args.inputs.entries()) {
+    const where = args.inputs.length > 1 ? `inputs[${n}].` : "";
+    const refused = refuseInput(state, { ...input, parentId: null }, where);
+    if (refused) return unchanged(refused);
+    if (args.parentWaits && input.blockedBy?.includes(args.parentId)) return unchanged(badInput(`${where}blockedBy names the parent, which waits on it`));
+  }
+  const refused = refuseRun(state, args.agentId, args.runId);
+  if (refused) return unchanged(refused);
+  const parent = findIssue(state, args.parentId);
+  if (!parent) return unchanged(issueNotFound(args.parentId));
+  if (parent.checkoutRunId !== args.runId) return unchanged({ __typename: "NotLockOwner", issueId: parent.id, ownerRunId: parent.checkoutRunId });
+  const inputs = args.inputs.map((i) => ({ ...i, parentId: null }));
+  const missing = missingIssue(state, inputs);
+  if (missing) return unchanged(notFound(`issue ${missing} not found`));
+  if (args.parentWaits) {
+    const keys = new Set<string>();
+    for (const [n, input] of inputs.entries()) {
+      const answered = issueWithKey(state, input.idempotencyKey) ?? (input.idempotencyKey != null && keys.has(input.idempotencyKey));
+      if (input.idempotencyKey != null) keys.add(input.idempotencyKey);
+      if (answered) continue;
+      const loop = (input.blockedBy ?? []).find((b) => reaches(state, b, parent.id));
+      if (loop) return unchanged(badInput(`inputs[${n}].blockedBy: ${loop} waits on the parent, which would wait on this sub-issue`));
+    }
+  }
+  const made = createAll(state, inputs, parent.id);
+  let after = made.state;
+  let parentAfter = findIssue(after, parent.id)!;
+  if (args.parentWaits && made.created.length > 0) {
+    parentAfter = { ...parentAfter, blockedBy: [...new Set([...parentAfter.blockedBy, ...made.created])].sort(byId) };
+    after = withIssue(after, parentAfter);
+  }
+  return { answer: { __typename: "SubIssuesCreated", parent: parentAfter, issues: made.issues }, state: made.created.length === 0 ? state : after, events: [] };
+}
+
+/** Who may change an issue's edges: the board (no run named), or an agent whose live run holds the issue's checkout. */
+function refuseEditor(state: State, issue: Issue, args: { agentId?: string; runId?: string }): NotLockOwner | null {
+  if (args.agentId === undefined) return null;
+  const run = findRun(state, args.runId ?? null);
+  const holds = run !== undefined && run.agentId === args.agentId && isLive(run, state.clock) && issue.checkoutRunId === run.id;
+  return holds ? null : { __typename: "NotLockOwner", issueId: issue.id, ownerRunId: issue.checkoutRunId };
+}
+
+/**
+ * addDependency(issueId, blockedById, runId) (the board, or an agent whose
+ * live run holds issueId's checkout), in its order: the issue, then the
+ * blocker missing: IssueNotFound (naming it); not the board and not such a
+ * run: NotLockOwner; an edge already there: DependencyAdded, nothing
+ * changed; an edge that would close a cycle (a self-edge included):
+ * DependencyCycle with cyclePath's path; otherwise the edge is added. A held
+ * issue keeps its lock: the edge matters from its next claim.
+ */
+export function addDependency(state: State, args: { issueId: string; blockedById: string; agentId?: string; runId?: string }): Step<AddDependencyResult> {
+  const unchanged = (answer: AddDependencyResult): Step<AddDependencyResult> => ({ answer, state, events: [] });
+  const cur = findIssue(state, args.issueId);
+  if (!cur) return unchanged(issueNotFound(args.issueId));
+  if (!findIssue(state, args.blockedById)) return unchanged(issueNotFound(args.blockedById));
+  const refused = refuseEditor(state, cur, args);
+  if (refused) return unchanged(refused);
+  if (cur.blockedBy.includes(args.blockedById)) return unchanged({ __typename: "DependencyAdded", issue: cur });
+  const path = cyclePath(state, args.issueId, args.blockedById);
+  if (path) return unchanged({ __typename: "DependencyCycle", path });
+  const after: Issue = { ...cur, blockedBy: [...cur.blockedBy, args.blockedById].sort(byId) };
+  return { answer: { __typename: "DependencyAdded", issue: after }, state: withIssue(state, after), events: [] };
+}
+
+/**
+ * removeDependency(issueId, blockedById, runId): the same checks as
+ * addDependency (but for the cycle); an edge that is not there answers
+ * DependencyRemoved, nothing changed.
+ */
+export function removeDependency(state: State, args: { issueId: string; blockedById: string; agentId?: string; runId?: string }): Step<RemoveDependencyResult> {
+  const unchanged = (answer: RemoveDependencyResult): Step<RemoveDependencyResult> => ({ answer, state, events: [] });
+  const cur = findIssue(state, args.issueId);
+  if (!cur) return unchanged(issueNotFound(args.issueId));
+  if (!findIssue(state, args.blockedById)) return unchanged(issueNotFound(args.blockedById));
+  const refused = refuseEditor(state, cur, args);
+  if (refused) return unchanged(refused);
+  if (!cur.blockedBy.includes(args.blockedById)) return unchanged({ __typename: "DependencyRemoved", issue: cur });
+  const after: Issue = { ...cur, blockedBy: cur.blockedBy.filter((b) => b !== args.blockedById) };
+  return { answer: { __typename: "DependencyRemoved", issue: after }, state: withIssue(state, after), events: [] };
+}
