@@ -1,9 +1,10 @@
 // What every `baton` command uses: the context it runs in, the errors main.ts
 // turns into exit codes, the word parser, the table printer and the company a
 // token stands for. It imports no command, so any command may import it.
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import type { ParseArgsConfig } from "node:util";
-import { BatonError } from "../client/index.js";
+import { BatonError, MAX_JSON_BYTES } from "../client/index.js";
 import * as Documents from "./generated/graphql.js";
 import type { Baton } from "../client/index.js";
 
@@ -144,6 +145,50 @@ export function wholeNumber(flag: string, value: unknown, min: number, max: numb
   const n = typeof value === "string" && /^\d+$/.test(value.trim()) ? Number(value) : Number.NaN;
   if (!(n >= min && n <= max)) throw new Usage(`${flag} must be a whole number from ${min} to ${max}, not ${JSON.stringify(value)}`);
   return n;
+}
+
+const UNIT_SECONDS = { s: 1, m: 60, h: 3600, d: 86_400 } as const;
+
+/**
+ * An instant as the API takes it (ISO 8601, UTC): `value` is one already
+ * (2026-12-24T09:00:00Z; without a zone, this machine's), or a time from now,
+ * +N followed by s, m, h or d (+90s, +10m, +2h, +1d), counted on this machine's clock.
+ */
+export function instant(flag: string, value: string): string {
+  const relative = /^\+(\d{1,9})([smhd])$/.exec(value.trim());
+  if (relative) return new Date(Date.now() + Number(relative[1]) * UNIT_SECONDS[relative[2] as keyof typeof UNIT_SECONDS] * 1000).toISOString();
+  const at = /^\d{4}-\d{2}-\d{2}/.test(value.trim()) ? Date.parse(value.trim()) : Number.NaN;
+  if (Number.isNaN(at)) {
+    throw new Usage(`${flag} must be an ISO 8601 instant (2026-12-24T09:00:00Z) or a time from now (+90s, +10m, +2h, +1d), not ${JSON.stringify(value)}`);
+  }
+  return new Date(at).toISOString();
+}
+
+/**
+ * A JSON value given on the command line: the JSON itself, or @FILE to read it
+ * from FILE (@- from stdin). At most 64 KB once serialised, as the API keeps it.
+ */
+export function jsonArg(flag: string, value: string): unknown {
+  let text = value;
+  if (value.startsWith("@")) {
+    const file = value.slice(1);
+    try {
+      text = readFileSync(file === "-" ? 0 : file, "utf8");
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      throw new Usage(`${flag} ${value}: ${code === "ENOENT" ? "no such file" : code === "EISDIR" ? "a directory" : (code ?? "cannot be read")}`);
+    }
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    const said = (err as Error).message.replace(/\s+/g, " ");
+    throw new Usage(`${flag} is not JSON (${said}): give a JSON value, such as '{"repo": "acme/web"}', or @FILE to read one from a file`);
+  }
+  const bytes = Buffer.byteLength(JSON.stringify(parsed), "utf8");
+  if (bytes > MAX_JSON_BYTES) throw new Usage(`${flag} is ${bytes} bytes of JSON; at most ${MAX_JSON_BYTES}`);
+  return parsed;
 }
 
 /**

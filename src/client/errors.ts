@@ -67,6 +67,23 @@ export class UnauthenticatedError extends BatonError {
 }
 
 /**
+ * A problem of the domain (a union member such as NotLockOwner or
+ * RunNotActive: docs/access.md) answered to an SDK method that resolves to
+ * what it made, and so throws what it could not: `job.createSubIssues()`.
+ * `code` is "PROBLEM"; `typename` the problem's `__typename`; `problem` every
+ * field the answer carried (`issueId`, `ownerRunId`, …).
+ * (`baton.request()` never throws it: there the problem is the answer.)
+ */
+export class ProblemError extends BatonError {
+  override name = "ProblemError";
+  readonly typename: string;
+  constructor(readonly problem: { __typename: string; message: string } & Record<string, unknown>) {
+    super(`${problem.__typename}: ${problem.message}`, "PROBLEM");
+    this.typename = problem.__typename;
+  }
+}
+
+/**
  * The error for a GraphQL answer's errors: EventsPrunedError for EVENTS_PRUNED, SeqAheadError for SEQ_AHEAD,
  * UnauthenticatedError for UNAUTHENTICATED, else a BatonError with the first one's code.
  */

@@ -2,8 +2,14 @@
 //
 //   start a run → keep its lease (a heartbeat every lease/3) → claim, acquire
 //   the execution lock → run the handler → release with the outcome the
-//   handler gave (return → DONE, Requeue → REQUEUE, Blocked → BLOCKED, any
-//   other throw → FAILED) → … → finish the run.
+//   handler gave (return → DONE, Requeue → REQUEUE, Blocked → BLOCKED,
+//   Failed or any other throw → FAILED) → … → finish the run.
+//
+// What the handler returns is the issue's `result` (a JSON value; undefined
+// or null: none), and Requeue, Blocked and Failed may carry one too
+// (outcomes.ts). A result that cannot be kept (not JSON, over 64 KB, or
+// refused by the server) is left out of the release, which still happens,
+// and said in the log.
 //
 // The hold can be lost while a handler runs: the run's heartbeat answers
 // RunNotActive (the lease lapsed and the run was timed out, or it was finished
@@ -20,11 +26,13 @@
 // rejects with an UnauthenticatedError.
 import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
 import { context } from "@opentelemetry/api";
-import { BatonError, EventsPrunedError, UnauthenticatedError } from "./errors.js";
-import { MeDocument, WorkAcquireDocument, WorkClaimDocument, WorkClaimManyDocument } from "./generated/graphql.js";
+import { BatonError, EventsPrunedError, ProblemError, UnauthenticatedError } from "./errors.js";
+import { MeDocument, WorkAcquireDocument, WorkClaimDocument, WorkClaimManyDocument, WorkCreateSubIssuesDocument } from "./generated/graphql.js";
 import { WorkFinishRunDocument, WorkHeartbeatDocument, WorkReleaseDocument, WorkStartRunDocument } from "./generated/graphql.js";
-import type { WorkIssueFragment, WorkRunFragment } from "./generated/graphql.js";
+import type { CreateIssueInput, WorkIssueFragment, WorkRunFragment } from "./generated/graphql.js";
 import type { LockChange, LockChangesFilter } from "./lockChanges.js";
+import { outcomeOf, resultOf } from "./outcomes.js";
+import type { Release } from "./outcomes.js";
 import type { RequestOptions } from "./request.js";
 import { TraceLife } from "./tracing.js";
 
@@ -34,17 +42,8 @@ interface WorkerBaton {
   lockChanges(filter: LockChangesFilter): AsyncIterableIterator<LockChange>;
 }
 
-/** Throw it from a handler to put the issue back in the queue (the attempt is counted). */
-export class Requeue extends Error {
-  override name = "Requeue";
-}
-
-/** Throw it from a handler to mark the issue BLOCKED, with the message as the reason. */
-export class Blocked extends Error {
-  override name = "Blocked";
-}
-
 export type WorkIssue = WorkIssueFragment;
+export type { CreateIssueInput };
 
 export interface Job {
   readonly runId: string;
@@ -57,8 +56,17 @@ export interface Job {
    * or the worker stops after its drain timeout.
    */
   readonly signal: AbortSignal;
+  /**
+   * Splits the issue: creates 1..100 issues with this one as their parent, in one transaction, while this run
+   * holds it, and resolves to them in input order (an input whose idempotencyKey exists answers that issue).
+   * With `parentWaits`, this issue also waits on every one: throw `new Requeue()` and it comes back (still
+   * assigned to this agent) once they are all DONE. A problem is thrown as a ProblemError: NotLockOwner or
+   * RunNotActive (the hold is gone, and the signal is aborted), IssueNotFound.
+   */
+  createSubIssues(inputs: CreateIssueInput[], options?: { parentWaits?: boolean }): Promise<WorkIssue[]>;
 }
 
+/** Runs one issue: what it returns (a JSON value) is the issue's result; what it throws, the outcome (Requeue, Blocked, Failed, else FAILED). */
 export type Handler = (issue: WorkIssue, job: Job) => unknown;
 
 export interface WorkOptions {
@@ -100,13 +108,6 @@ interface Running {
   life: TraceLife;
 }
 
-const outcomeOf = (err: unknown): { outcome: "REQUEUE" | "BLOCKED" | "FAILED"; reason: string } => {
-  const message = err instanceof Error ? err.message : String(err);
-  if (err instanceof Requeue) return { outcome: "REQUEUE", reason: message || "requeued by the worker" };
-  if (err instanceof Blocked) return { outcome: "BLOCKED", reason: message || "blocked" };
-  return { outcome: "FAILED", reason: (message || "failed").slice(0, 1000) };
-};
-
 /** A request that failed without a definite answer: it may have been carried out (docs/access.md, Retrying). */
 function mayHaveTakenEffect(err: unknown): boolean {
   if (!(err instanceof BatonError)) return true;
@@ -132,6 +133,12 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
   let events: AsyncIterableIterator<LockChange> | null = null;
   /** A run whose claim (or the acquisition after it) got no answer: it may hold an issue this worker does not know of. */
   let unsure: string | null = null;
+  /**
+   * The most issues one claimIssues asks for: all the room there is, halved each time the API refuses the
+   * answer's possible size (LIMIT_EXCEEDED: an issue's fields, a long description among them, times the
+   * batch, over its maxResponseChars), which it does before claiming anything.
+   */
+  let claimBatch = concurrency;
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -231,20 +238,42 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     const controller = new AbortController();
     const entry: Running = { controller, finished: Promise.resolve(), releasing: false, life };
     running.set(issue.id, entry);
-    const job: Job = { runId, lockEpoch: issue.lockEpoch, attempt: issue.attemptCount, signal: controller.signal };
+    const job: Job = {
+      runId,
+      lockEpoch: issue.lockEpoch,
+      attempt: issue.attemptCount,
+      signal: controller.signal,
+      createSubIssues: (inputs, options = {}) => createSubIssues(issue.id, runId, life, inputs, options.parentWaits ?? false),
+    };
     const finished = (async () => {
-      let release: { outcome: "DONE" | "REQUEUE" | "BLOCKED" | "FAILED"; reason: string | null };
+      let release: Release;
       try {
-        await context.with(life.context, () => handler(issue, job)); // the handler's own spans, if any, nest under the issue
-        release = { outcome: "DONE", reason: null };
+        // The handler's own spans, if any, nest under the issue; what it returns is the result.
+        const result = await context.with(life.context, () => handler(issue, job));
+        release = { outcome: "DONE", reason: null, retryAfterSeconds: null, result };
       } catch (err) {
         release = outcomeOf(err);
       }
       if (controller.signal.aborted) return; // not this run's to release any more
       entry.releasing = true;
-      const { releaseIssue } = await baton.request(WorkReleaseDocument, { runId, issueId: issue.id, ...release }, { traceContext: life.context });
-      if (releaseIssue.__typename === "IssueReleased") log("released", { issueId: issue.id, outcome: release.outcome });
-      else log("release refused", { issueId: issue.id, outcome: release.outcome, answer: releaseIssue.__typename, message: releaseIssue.message });
+      const { outcome, reason, retryAfterSeconds } = release;
+      const checked = resultOf(release.result);
+      if (checked && "why" in checked) log("result not kept", { issueId: issue.id, why: checked.why });
+      const result = checked && "result" in checked ? checked.result : null;
+      const send = (withResult: unknown) =>
+        baton.request(
+          WorkReleaseDocument,
+          { runId, issueId: issue.id, outcome, reason, retryAfterSeconds, result: withResult },
+          { traceContext: life.context },
+        );
+      const { releaseIssue } = await send(result).catch((err: unknown) => {
+        // The server refused the result (its own checks: nesting, NUL…): the release goes without it, nothing having changed.
+        if (result === null || !(err instanceof BatonError) || err.code !== "BAD_USER_INPUT") throw err;
+        log("result not kept", { issueId: issue.id, why: `the API refused it: ${err.message}` });
+        return send(null);
+      });
+      if (releaseIssue.__typename === "IssueReleased") log("released", { issueId: issue.id, outcome });
+      else log("release refused", { issueId: issue.id, outcome, answer: releaseIssue.__typename, message: releaseIssue.message });
     })()
       .catch((err: unknown) => {
         if (!refused(err)) log("release failed", { issueId: issue.id, error: (err as Error).message });
@@ -257,6 +286,20 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     entry.finished = finished;
   }
 
+  /** job.createSubIssues(): the sub-issues, or the problem thrown; a problem that says the hold is gone loses it first. */
+  async function createSubIssues(parentId: string, runId: string, life: TraceLife, inputs: CreateIssueInput[], parentWaits: boolean): Promise<WorkIssue[]> {
+    const { createSubIssues: answer } = await baton
+      .request(WorkCreateSubIssuesDocument, { runId, parentId, inputs, parentWaits }, { traceContext: life.context })
+      .catch((err: unknown) => {
+        refused(err); // a revoked key: every hold is lost at once
+        throw err;
+      });
+    if (answer.__typename === "SubIssuesCreated") return answer.issues;
+    if (answer.__typename === "RunNotActive" && run?.id === runId) loseRun(`run ${runId} is no longer active: ${answer.message}`);
+    if (answer.__typename === "NotLockOwner") lose(parentId, answer.message);
+    throw new ProblemError(answer);
+  }
+
   /** Claims what there is room for; returns how many issues it started. */
   async function claim(current: WorkRunFragment): Promise<number> {
     const free = concurrency - running.size;
@@ -264,12 +307,20 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     if (concurrency > 1) {
       // One trace for the batch claim; each claimed issue's life is a part of it.
       const batch = TraceLife.start("baton claim", ambient);
+      const limit = Math.min(free, claimBatch);
       try {
-        const { claimIssues } = await baton.request(
-          WorkClaimManyDocument,
-          { runId: current.id, limit: free, includeUnassigned },
-          { traceContext: batch.context },
-        );
+        const answer = await baton
+          .request(WorkClaimManyDocument, { runId: current.id, limit, includeUnassigned }, { traceContext: batch.context })
+          .catch((err: unknown) => {
+            if (!(err instanceof BatonError) || err.code !== "LIMIT_EXCEEDED" || limit === 1) throw err;
+            return null; // refused before anything was claimed: ask for fewer, below
+          });
+        if (answer === null) {
+          claimBatch = Math.max(1, Math.floor(limit / 2));
+          log("claiming fewer issues at once: the API refused an answer that large (maxResponseChars)", { limit: claimBatch });
+          return claim(current);
+        }
+        const { claimIssues } = answer;
         if (claimIssues.__typename === "RunNotActive") {
           loseRun(claimIssues.message);
           return 0;

@@ -95,6 +95,25 @@ it("with once, drains the queue: each issue handled once, every one DONE, the ru
   expect(run.status).toBe("SUCCEEDED");
 });
 
+it("a concurrency whose batch claim the API refuses as too large an answer (maxResponseChars) claims in smaller batches, and drains the queue", async () => {
+  const co = await createCompany(h, 1);
+  const ids = await issuesFor(co, 150);
+  const log: { message: string; fields?: Record<string, unknown> }[] = [];
+  const worker = new Baton({ url: h.url, token: co.agents[0]!.client.token! }).work(() => new Promise((r) => setTimeout(r, 20)), {
+    concurrency: 200, // 200 issues of up to 100,000 characters of description each: over the 6,000,000 an answer may be
+    once: true,
+    onLog: (message, fields) => log.push({ message, ...(fields ? { fields } : {}) }),
+  });
+  const { error } = await settles(worker.done, 30_000, "the worker to drain 150 issues");
+  expect(error).toBeUndefined();
+  expect(Object.values(await statuses(ids))).toEqual(Array(150).fill("DONE"));
+  expect(log.filter((l) => l.message === "claim failed")).toEqual([]);
+  // Halved each time it was refused (how often depends on how large the API reckons an issue may be), then kept.
+  const limits = log.filter((l) => l.message.startsWith("claiming fewer")).map((l) => l.fields?.limit as number);
+  expect(limits).toEqual(limits.map((_, i) => Math.floor(200 / 2 ** (i + 1))));
+  expect(limits.length).toBeGreaterThan(0);
+});
+
 it("a handler that throws Requeue leaves the issue OPEN with the attempt counted once", async () => {
   const co = await createCompany(h, 1);
   const [id] = await issuesFor(co, 1);

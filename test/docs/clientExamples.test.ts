@@ -53,3 +53,21 @@ it("worker.mjs works the agent's queue and stops when it is empty: DONE, and BLO
     { title: "fix the login page", status: "DONE" },
   ]);
 });
+
+it("split.mjs splits an issue into sub-issues it waits on, works them, and comes back to it: every one DONE with its result", async () => {
+  const co = await createCompany(h, 1);
+  const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, {
+    input: { title: "ship billing", assigneeAgentId: co.agents[0]!.id, payload: { parts: ["migration", "backfill"] } },
+  });
+  const out = (await runExample("split.mjs", { BATON_TOKEN: co.agents[0]!.client.token! })).trim().split("\n");
+  expect([out.slice(0, 2).sort(), out[2], out.length]).toEqual([["ship billing: backfill: done", "ship billing: migration: done"], "ship billing: done", 3]);
+  const rows = await h.sql<{ title: string; status: string; result: unknown }>(
+    "SELECT title, status, result FROM issues WHERE id = $1 OR parent_id = $1 ORDER BY title",
+    [createIssue.id],
+  );
+  expect(rows).toEqual([
+    { title: "ship billing", status: "DONE", result: { done: "ship billing" } },
+    { title: "ship billing: backfill", status: "DONE", result: { done: "backfill" } },
+    { title: "ship billing: migration", status: "DONE", result: { done: "migration" } },
+  ]);
+});

@@ -2,19 +2,39 @@
 // (FILE `-`: stdin), every line checked before anything is sent, then
 // createIssues calls of BATCH lines, each one transaction.
 import { readFileSync } from "node:fs";
-import { BatonError } from "../../client/index.js";
+import { BatonError, MAX_JSON_BYTES } from "../../client/index.js";
 import * as Documents from "../generated/graphql.js";
 import { type ISSUE_STATUSES, PRIORITIES, Usage } from "../kit.js";
 import type { Context } from "../kit.js";
 
 /** The most issues one createIssues call takes (the server's limit). */
 const BATCH = 1000;
-const FIELDS = ["title", "description", "priority", "status", "assigneeAgentId", "maxAttempts", "concurrencyKey"] as const;
+const FIELDS = [
+  "title",
+  "description",
+  "priority",
+  "status",
+  "assigneeAgentId",
+  "maxAttempts",
+  "concurrencyKey",
+  "blockedBy",
+  "parentId",
+  "notBefore",
+  "retryDelaySeconds",
+  "maxExecutionSeconds",
+  "idempotencyKey",
+  "payload",
+] as const;
 /** The statuses an issue may be created in. */
 const CREATE_STATUSES = ["OPEN", "BACKLOG"] as const satisfies readonly (typeof ISSUE_STATUSES)[number][];
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const MAX_TITLE = 500;
 const MAX_KEY = 200;
+const MAX_BLOCKED_BY = 100;
+
+/** A whole number from min to max, or undefined when it is not one. */
+const wholeIn = (value: unknown, min: number, max: number) =>
+  Number.isInteger(value) && (value as number) >= min && (value as number) <= max ? (value as number) : undefined;
 
 /** A bad line: bad usage naming the file and its line number, before anything is created. */
 class BadLine extends Usage {
@@ -65,6 +85,47 @@ function inputOf(text: string): Documents.CreateIssueInput | string {
       return `concurrencyKey must be a text of 1 to ${MAX_KEY} characters (leave it out, or null, for the unkeyed pool)`;
     }
     input.concurrencyKey = o.concurrencyKey;
+  }
+  return graphFields(o, input);
+}
+
+/** The work graph's fields of a line (issue 29): checked as the API checks them, so a bad line stops before anything is sent. */
+function graphFields(o: Record<string, unknown>, input: Documents.CreateIssueInput): Documents.CreateIssueInput | string {
+  const given = (k: string) => o[k] !== undefined && o[k] !== null;
+  if (given("blockedBy")) {
+    const ids = o.blockedBy;
+    if (!Array.isArray(ids) || ids.length > MAX_BLOCKED_BY || !ids.every((id) => typeof id === "string" && UUID.test(id))) {
+      return `blockedBy must be a list of at most ${MAX_BLOCKED_BY} issue ids`;
+    }
+    input.blockedBy = ids as string[];
+  }
+  if (given("parentId")) {
+    if (typeof o.parentId !== "string" || !UUID.test(o.parentId)) return "parentId must be an issue's id";
+    input.parentId = o.parentId;
+  }
+  if (given("notBefore")) {
+    if (typeof o.notBefore !== "string" || Number.isNaN(Date.parse(o.notBefore)))
+      return 'notBefore must be an ISO 8601 instant, such as "2026-12-24T09:00:00Z"';
+    input.notBefore = new Date(o.notBefore).toISOString();
+  }
+  if (given("retryDelaySeconds")) {
+    input.retryDelaySeconds = wholeIn(o.retryDelaySeconds, 0, 86_400);
+    if (input.retryDelaySeconds === undefined) return "retryDelaySeconds must be a whole number from 0 to 86400";
+  }
+  if (given("maxExecutionSeconds")) {
+    input.maxExecutionSeconds = wholeIn(o.maxExecutionSeconds, 1, 604_800);
+    if (input.maxExecutionSeconds === undefined) return "maxExecutionSeconds must be a whole number from 1 to 604800";
+  }
+  if (given("idempotencyKey")) {
+    if (typeof o.idempotencyKey !== "string" || o.idempotencyKey === "" || o.idempotencyKey.length > MAX_KEY) {
+      return `idempotencyKey must be a text of 1 to ${MAX_KEY} characters`;
+    }
+    input.idempotencyKey = o.idempotencyKey;
+  }
+  if (given("payload")) {
+    const bytes = Buffer.byteLength(JSON.stringify(o.payload), "utf8");
+    if (bytes > MAX_JSON_BYTES) return `payload is ${bytes} bytes of JSON; at most ${MAX_JSON_BYTES}`;
+    input.payload = o.payload;
   }
   return input;
 }

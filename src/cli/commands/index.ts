@@ -10,7 +10,8 @@ import type { Context } from "../kit.js";
 import { audit } from "./audit.js";
 import { createCompany } from "./companies.js";
 import { events } from "./events.js";
-import { cancelIssue, createIssue, forceReleaseIssue, listIssues, requeueIssue, showIssue, updateIssue } from "./issues.js";
+import { blockIssue, unblockIssue } from "./graph.js";
+import { cancelIssue, createIssue, forceReleaseIssue, listIssues, listReady, requeueIssue, showIssue, updateIssue } from "./issues.js";
 import { createAgent, disableAgent, enableAgent, listAgents, rotateAgentKey, rotateBoardKey } from "./keys.js";
 import { listLimits, removeLimit, setLimit } from "./limits.js";
 import { listRuns } from "./runs.js";
@@ -78,22 +79,38 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   issues: {
-    args: "[--status S[,S…]] [--agent ID] [--limit N] [--company ID]",
+    args: "[--status S[,S…]] [--agent ID] [--parent ID] [--limit N] [--company ID]",
     what: "list issues (oldest first), with the assignee's name, paging through the API",
     options: [
       ["--status S[,S…]", `only issues in these statuses, any case: ${listed(ISSUE_STATUSES)} (default: all)`],
       ["--agent ID", "only issues assigned to this agent (default: any)"],
+      ["--parent ID", "only the sub-issues of this issue (default: any)"],
       ["--limit N", "at most N issues (default 50)"],
       COMPANY,
     ],
     run: listIssues,
   },
+  ready: {
+    args: "[--agent ID] [--limit N] [--company ID]",
+    what: "the ready issues: those a claim may take now (OPEN, an attempt left, waiting on nothing, not delayed), oldest first",
+    options: [["--agent ID", "only issues assigned to this agent (default: any)"], ["--limit N", "at most N issues (default 50)"], COMPANY],
+    more:
+      "The same table as `baton issues`. An issue is missing from it while it waits on an issue that is not DONE\n" +
+      "(`baton issue show ID`: waitingOn) or until its notBefore; a concurrency key at its limit is not counted.",
+    run: listReady,
+  },
   issue: {
-    what: "one issue: show it, create one (or many), change it",
+    what: "one issue: show it, create one (or many), change it, make it wait on another",
     verbs: {
-      show: { args: "ID", what: "every field of the issue", run: showIssue },
+      show: {
+        args: "ID",
+        what: "every field of the issue: its parent, what it is blocked by and still waits on, notBefore, payload, result, its sub-issues",
+        run: showIssue,
+      },
       create: {
-        args: "--title T [--priority P] [--assignee AGENT_ID] [--max-attempts N] [--description D] [--key KEY] | --from FILE",
+        args:
+          "--title T [--priority P] [--assignee AGENT_ID] [--max-attempts N] [--description D] [--key KEY] [--blocked-by ID]… [--parent ID] " +
+          "[--not-before T] [--retry-delay S] [--max-execution S] [--idempotency-key K] [--payload JSON|@FILE] | --from FILE",
         what: "create an issue, or one per line of a JSON-lines file (board key)",
         options: [
           ["--title T", "the title (required without --from)"],
@@ -102,12 +119,42 @@ export const COMMANDS: Record<string, Command> = {
           ["--max-attempts N", "attempts before it is escalated, 1 to 100 (default 3)"],
           ["--description D", "a longer text (default: none)"],
           ["--key KEY", "its concurrency key, as typed (default: the unkeyed pool)"],
+          ["--blocked-by ID", "an issue this one waits on until it is DONE; repeat it for several, up to 100 (default: none)"],
+          ["--parent ID", "the issue this one is split from (default: none)"],
+          ["--not-before T", "not claimable before T: ISO 8601 (2026-12-24T09:00:00Z) or from now, +90s, +10m, +2h, +1d (default: at once)"],
+          ["--retry-delay S", "backoff base after a failed attempt, 0 to 86400 s: S × 2^(attempt − 1), at most a day (default 0: none)"],
+          ["--max-execution S", "an execution held longer than S seconds (1 to 604800) is taken back (default: no limit)"],
+          ["--idempotency-key K", "1 to 200 characters; if the company has an issue with K, nothing is created and that issue is printed"],
+          ["--payload JSON|@FILE", "what the work needs, as JSON (at most 64 KB), or read from FILE (@- reads stdin); `baton work` hands it on"],
           ["--from FILE", 'one CreateIssueInput per line as JSON ({"title": …, "priority": …}); - reads stdin'],
         ],
         more:
           "With --from, every line is checked before anything is sent: a bad line is one error naming its line number, and nothing is created.\n" +
-          "The lines go in createIssues calls of 1,000, each one transaction. Blank lines are skipped.",
+          "The lines go in createIssues calls of 1,000, each one transaction. Blank lines are skipped.\n" +
+          "A relative --not-before is counted from this machine's clock; the server's decides when it has passed.",
         run: createIssue,
+      },
+      block: {
+        args: "ID --on BLOCKER_ID [--run RUN_ID]",
+        what: "ID waits on BLOCKER_ID: it is not claimed until BLOCKER_ID is DONE (board key)",
+        options: [
+          ["--on BLOCKER_ID", "the issue to wait on (required; same company)"],
+          ["--run RUN_ID", "with an agent key: the run that holds ID (the board leaves it out)"],
+        ],
+        more:
+          "A dependency that would close a cycle (BLOCKER_ID already waits, through others, on ID) is refused with the cycle in words: exit 1.\n" +
+          "An issue that is held keeps its locks: the dependency counts from its next claim.",
+        run: blockIssue,
+      },
+      unblock: {
+        args: "ID --on BLOCKER_ID [--run RUN_ID]",
+        what: "ID no longer waits on BLOCKER_ID (nothing changes if it did not) (board key)",
+        options: [
+          ["--on BLOCKER_ID", "the issue it waited on (required)"],
+          ["--run RUN_ID", "with an agent key: the run that holds ID (the board leaves it out)"],
+        ],
+        more: "The way to free an issue whose blocker was CANCELLED: it waits on it for ever otherwise.",
+        run: unblockIssue,
       },
       update: {
         args: "ID [--max-attempts N] [--priority P] [--assignee AGENT_ID | --unassign] [--title T] [--description D] [--key K | --no-key]",
@@ -160,7 +207,7 @@ export const COMMANDS: Record<string, Command> = {
   },
   audit: {
     args: "[--company ID]",
-    what: "lockAudit; exit 1 when doubleClaims, halfReleasedLocks or miscountedKeys is not zero",
+    what: "lockAudit; exit 1 when doubleClaims, halfReleasedLocks, miscountedKeys or miscountedWaits is not zero",
     options: [COMPANY],
     run: audit,
   },

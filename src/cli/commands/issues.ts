@@ -1,7 +1,23 @@
-// `baton issues` (the list) and `baton issue show | create | update |
-// force-release | requeue | cancel` (one issue; create --from FILE, many).
+// `baton issues` and `baton ready` (the lists) and `baton issue show | create |
+// update | force-release | requeue | cancel` (one issue; create --from FILE, many).
 import * as Documents from "../generated/graphql.js";
-import { agentNames, companyOf, cut, expect, ISSUE_STATUSES, oneOf, parse, PRIORITIES, Problem, statuses, table, Usage, wholeNumber } from "../kit.js";
+import {
+  agentNames,
+  companyOf,
+  cut,
+  expect,
+  instant,
+  ISSUE_STATUSES,
+  jsonArg,
+  oneOf,
+  parse,
+  PRIORITIES,
+  Problem,
+  statuses,
+  table,
+  Usage,
+  wholeNumber,
+} from "../kit.js";
 import type { Context } from "../kit.js";
 import { createFromFile } from "./bulk.js";
 
@@ -17,6 +33,10 @@ const PAGE_MAX = 500;
 const LIMIT_MAX = 1_000_000;
 /** An issue's attempts, as the server bounds them (maxAttempts). */
 const MAX_ATTEMPTS = 100;
+/** The longest execution limit the server takes (maxExecutionSeconds): a week. */
+const MAX_EXECUTION_SECONDS = 604_800;
+/** The longest backoff base the server takes (retryDelaySeconds): a day. */
+const MAX_RETRY_DELAY_SECONDS = 86_400;
 
 function keyCell(key: string | null): string {
   if (key === null) return "-";
@@ -48,18 +68,16 @@ async function printIssues(ctx: Context, issues: Issue[], known?: Map<string, st
   );
 }
 
-export async function listIssues(ctx: Context, words: string[], usage: string): Promise<number> {
-  const p = parse(ctx, words, usage, { status: { type: "string" }, agent: { type: "string" }, limit: { type: "string" }, company: { type: "string" } });
-  const limit = wholeNumber("--limit", p.values.limit, 1, LIMIT_MAX, 50);
-  const status = statuses(p.values.status, ISSUE_STATUSES);
-  const companyId = await companyOf(ctx, p.values.company);
+/** The filters of `baton issues` (and `baton ready`, which sets ready). */
+type Filters = Omit<Documents.CliIssuesQueryVariables, "first" | "after">;
+
+/** Up to `limit` issues that match, oldest first, a page at a time; printed as `baton issues` prints them. */
+async function listMatching(ctx: Context, filters: Filters, limit: number): Promise<void> {
   const issues: Issue[] = [];
   let after: string | null = null;
   while (issues.length < limit) {
     const { issues: page }: Documents.CliIssuesQuery = await ctx.baton.request(Documents.CliIssuesDocument, {
-      companyId,
-      status,
-      assigneeAgentId: typeof p.values.agent === "string" ? p.values.agent : null,
+      ...filters,
       first: Math.min(PAGE_MAX, limit - issues.length),
       after,
     });
@@ -67,9 +85,46 @@ export async function listIssues(ctx: Context, words: string[], usage: string): 
     if (!page.pageInfo.hasNextPage) break;
     after = page.pageInfo.endCursor;
   }
-  const names = ctx.json || !issues.some((i) => i.assigneeAgentId) ? new Map<string, string>() : await agentNames(ctx, companyId);
+  const names = ctx.json || !issues.some((i) => i.assigneeAgentId) ? new Map<string, string>() : await agentNames(ctx, filters.companyId);
   await printIssues(ctx, issues, names);
+}
+
+const text = (value: unknown) => (typeof value === "string" ? value : null);
+
+export async function listIssues(ctx: Context, words: string[], usage: string): Promise<number> {
+  const p = parse(ctx, words, usage, {
+    status: { type: "string" },
+    agent: { type: "string" },
+    parent: { type: "string" },
+    limit: { type: "string" },
+    company: { type: "string" },
+  });
+  const limit = wholeNumber("--limit", p.values.limit, 1, LIMIT_MAX, 50);
+  const status = statuses(p.values.status, ISSUE_STATUSES);
+  const companyId = await companyOf(ctx, p.values.company);
+  await listMatching(ctx, { companyId, status, assigneeAgentId: text(p.values.agent), parentId: text(p.values.parent) }, limit);
   return 0;
+}
+
+/** `baton ready`: the issues claim-next may take now (OPEN, an attempt left, waiting on nothing, not delayed). */
+export async function listReady(ctx: Context, words: string[], usage: string): Promise<number> {
+  const p = parse(ctx, words, usage, { agent: { type: "string" }, limit: { type: "string" }, company: { type: "string" } });
+  const limit = wholeNumber("--limit", p.values.limit, 1, LIMIT_MAX, 50);
+  const companyId = await companyOf(ctx, p.values.company);
+  await listMatching(ctx, { companyId, ready: true, assigneeAgentId: text(p.values.agent) }, limit);
+  return 0;
+}
+
+/** A field of `baton issue show` as one line: lists of ids joined, JSON (payload, result) compact, nothing for null. */
+function cell(key: string, value: unknown): string {
+  if (value === null || value === undefined) return "";
+  if (key === "subIssues") {
+    const { edges, pageInfo } = value as { edges: { node: { id: string } }[]; pageInfo: { hasNextPage: boolean } };
+    return `${edges.map((e) => e.node.id).join(", ")}${pageInfo.hasNextPage ? ", … (baton issues --parent ID lists them all)" : ""}`;
+  }
+  if (Array.isArray(value) && (key === "blockedBy" || key === "waitingOn")) return value.join(", ");
+  if (key === "payload" || key === "result" || typeof value === "object") return JSON.stringify(value);
+  return String(value);
 }
 
 export async function showIssue(ctx: Context, words: string[], usage: string): Promise<number> {
@@ -77,33 +132,55 @@ export async function showIssue(ctx: Context, words: string[], usage: string): P
   const { issue } = await ctx.baton.request(Documents.CliIssueShowDocument, { id: p.positionals[0]! });
   if (!issue) throw new Problem("IssueNotFound", `no issue ${p.positionals[0]} that this token may see`);
   if (ctx.json) ctx.out(JSON.stringify(issue));
-  else for (const [k, v] of Object.entries(issue)) ctx.out(`${k.padEnd(22)} ${v ?? ""}`);
+  else for (const [k, v] of Object.entries(issue)) ctx.out(`${k.padEnd(22)} ${cell(k, v)}`.trimEnd());
   return 0;
 }
 
+/** The options of `baton issue create` that are fields of one issue (--from takes them from each line instead). */
+const CREATE_FIELDS = {
+  title: { type: "string" },
+  priority: { type: "string" },
+  assignee: { type: "string" },
+  "max-attempts": { type: "string" },
+  description: { type: "string" },
+  key: { type: "string" },
+  "blocked-by": { type: "string", multiple: true },
+  parent: { type: "string" },
+  "not-before": { type: "string" },
+  "retry-delay": { type: "string" },
+  "max-execution": { type: "string" },
+  "idempotency-key": { type: "string" },
+  payload: { type: "string" },
+} as const;
+
+/** `baton issue create`'s options as the API's input. */
+function createInput(v: Record<string, unknown>, usage: string): Documents.CreateIssueInput {
+  if (typeof v.title !== "string") throw new Usage(`--title (or --from FILE) is required: baton ${usage}`);
+  const input: Documents.CreateIssueInput = { title: v.title };
+  if (typeof v.priority === "string") input.priority = oneOf("--priority", v.priority, PRIORITIES);
+  if (typeof v.assignee === "string") input.assigneeAgentId = v.assignee;
+  if (typeof v.description === "string") input.description = v.description;
+  if (v["max-attempts"] !== undefined) input.maxAttempts = wholeNumber("--max-attempts", v["max-attempts"], 1, MAX_ATTEMPTS, 3);
+  // The concurrency key, as typed (keys are compared exactly); without it, the unkeyed pool.
+  if (typeof v.key === "string") input.concurrencyKey = v.key;
+  if (Array.isArray(v["blocked-by"])) input.blockedBy = v["blocked-by"] as string[];
+  if (typeof v.parent === "string") input.parentId = v.parent;
+  if (typeof v["not-before"] === "string") input.notBefore = instant("--not-before", v["not-before"]);
+  if (v["retry-delay"] !== undefined) input.retryDelaySeconds = wholeNumber("--retry-delay", v["retry-delay"], 0, MAX_RETRY_DELAY_SECONDS, 0);
+  if (v["max-execution"] !== undefined) input.maxExecutionSeconds = wholeNumber("--max-execution", v["max-execution"], 1, MAX_EXECUTION_SECONDS, 0);
+  if (typeof v["idempotency-key"] === "string") input.idempotencyKey = v["idempotency-key"];
+  if (typeof v.payload === "string") input.payload = jsonArg("--payload", v.payload);
+  return input;
+}
+
 export async function createIssue(ctx: Context, words: string[], usage: string): Promise<number> {
-  const p = parse(ctx, words, usage, {
-    title: { type: "string" },
-    priority: { type: "string" },
-    assignee: { type: "string" },
-    "max-attempts": { type: "string" },
-    description: { type: "string" },
-    key: { type: "string" },
-    from: { type: "string" },
-  });
+  const p = parse(ctx, words, usage, { ...CREATE_FIELDS, from: { type: "string" } });
   if (typeof p.values.from === "string") {
-    const others = ["title", "priority", "assignee", "max-attempts", "description", "key"].filter((o) => p.values[o] !== undefined);
+    const others = Object.keys(CREATE_FIELDS).filter((o) => p.values[o] !== undefined);
     if (others.length) throw new Usage(`--from takes each issue's fields from its line: leave out --${others.join(", --")}`);
     return createFromFile(ctx, p.values.from);
   }
-  if (typeof p.values.title !== "string") throw new Usage(`--title (or --from FILE) is required: baton ${usage}`);
-  const input: Documents.CreateIssueInput = { title: p.values.title };
-  if (typeof p.values.priority === "string") input.priority = oneOf("--priority", p.values.priority, PRIORITIES);
-  if (typeof p.values.assignee === "string") input.assigneeAgentId = p.values.assignee;
-  if (typeof p.values.description === "string") input.description = p.values.description;
-  if (p.values["max-attempts"] !== undefined) input.maxAttempts = wholeNumber("--max-attempts", p.values["max-attempts"], 1, MAX_ATTEMPTS, 3);
-  // The concurrency key, as typed (keys are compared exactly); without it, the unkeyed pool.
-  if (typeof p.values.key === "string") input.concurrencyKey = p.values.key;
+  const input = createInput(p.values, usage);
   const { createIssue } = await ctx.baton.request(Documents.CliCreateIssueDocument, { input });
   if (ctx.json) ctx.out(JSON.stringify(createIssue));
   else await printIssues(ctx, [createIssue]);

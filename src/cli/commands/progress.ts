@@ -53,6 +53,8 @@ export class Progress {
       this.issue(issueId, "REQUEUE", "stopped: the drain timed out (--drain-timeout)");
     } else if (message === "hold lost" && issueId) {
       this.issue(issueId, "LOST", `the hold was lost (${fields.reason}); its command is stopped and the issue not released`);
+    } else if (message === "result not kept" && issueId && !this.ctx.json) {
+      this.ctx.err(`baton: result not kept [${issueId}]: ${fields.why}; the issue is released without it`);
     } else if (this.ctx.json) this.ctx.err(JSON.stringify({ event: message, ...fields }));
     else if (!FOLDED.has(message)) {
       const said = Object.entries(fields).map(([k, v]) => `${k} ${typeof v === "string" ? v : JSON.stringify(v)}`);

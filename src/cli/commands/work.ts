@@ -1,15 +1,20 @@
 // `baton work [options] -- COMMAND [ARGS…]`: any program becomes a safe
 // Baton worker. The SDK's work() keeps the run, the lease and the claims; this
 // runs COMMAND once per issue:
-//   - the issue as JSON on stdin, and BATON_ISSUE_ID, BATON_ISSUE_TITLE,
-//     BATON_RUN_ID, BATON_LOCK_EPOCH (the fencing token), BATON_URL and, for
-//     an issue with a concurrency key, BATON_ISSUE_CONCURRENCY_KEY in its
-//     environment (never the token);
+//   - the issue as JSON on stdin (its payload in it), and BATON_ISSUE_ID,
+//     BATON_ISSUE_TITLE, BATON_ISSUE_PARENT_ID, BATON_RUN_ID, BATON_LOCK_EPOCH
+//     (the fencing token), BATON_URL, BATON_RESULT_FILE and, for an issue
+//     with a concurrency key, BATON_ISSUE_CONCURRENCY_KEY in its environment
+//     (never the token);
 //   - it leads a process group of its own: a terminal's Ctrl-C reaches baton,
 //     not the command; whatever baton stops, it stops as a whole group;
-//   - its exit decides the release: 0 → DONE, 75 (EX_TEMPFAIL) → REQUEUE,
+//   - its exit decides the release: 0 → DONE, 75 (EX_TEMPFAIL) → REQUEUE
+//     (with retryAfterSeconds when its last stderr line is `retry-after: N`),
 //     death by a signal baton sent → REQUEUE, anything else (another signal
 //     included) → FAILED, with the last lines of its stderr as the reason;
+//   - the JSON it wrote to BATON_RESULT_FILE, if any, goes with the release
+//     as the issue's result (a file that is not JSON, or over 64 KB: one line
+//     says so, and the release goes without it);
 //   - a COMMAND that cannot be started is the worker's fault, not an issue's:
 //     it is checked before anything is claimed (exit 2, one line); one that
 //     passes the check and still fails to spawn sends its issue back to the
@@ -29,8 +34,11 @@
 //     line saying so.
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { onStopSignals } from "../../bin/shutdown.js";
-import { Requeue } from "../../client/index.js";
+import { Failed, MAX_JSON_BYTES, MAX_RETRY_AFTER_SECONDS, Requeue } from "../../client/index.js";
 import * as Documents from "../generated/graphql.js";
 import type { Job, WorkIssue } from "../../client/index.js";
 import { parse, Usage, wholeNumber, WrongKey } from "../kit.js";
@@ -41,21 +49,31 @@ import type { Watchdog } from "../processes.js";
 
 /** `baton work --help`, after the options. */
 export const WORK_HELP = `Each issue claimed runs COMMAND once, in a process group of its own. COMMAND gets:
-  stdin                         the issue as JSON
+  stdin                         the issue as JSON, its payload (what the work needs) among its fields
   BATON_ISSUE_ID                the issue's id
   BATON_ISSUE_TITLE             its title
+  BATON_ISSUE_PARENT_ID         the issue it was split from (empty for a top-level issue)
   BATON_ISSUE_CONCURRENCY_KEY   its concurrency key (set only for a keyed issue)
   BATON_RUN_ID                  the worker's run
   BATON_LOCK_EPOCH              the fencing token: pass it to what COMMAND writes to
+  BATON_RESULT_FILE             a path, in a new directory of its own: JSON written there is the issue's result
   BATON_URL                     the API
 and the rest of baton's environment, never BATON_TOKEN.
 
 COMMAND's exit code releases the issue:
   0        DONE
-  75       REQUEUE (EX_TEMPFAIL): back to OPEN for another attempt
+  75       REQUEUE (EX_TEMPFAIL): "not now". If the last line that is not blank on COMMAND's stderr reads
+           retry-after: N   (N whole seconds, any case; more than 86400 counts as 86400)
+           the issue is not claimable for N seconds and the attempt is given back;
+           without it, the issue is OPEN again at once and the attempt stays counted
   other    FAILED, with the last lines of COMMAND's stderr as the reason
   (stopped by baton, on a lost hold or a drain that timed out: REQUEUE)
-If the issue is taken back (force-release, lease lost), COMMAND gets SIGTERM, then SIGKILL 10 s later.
+If the issue is taken back (force-release, lease lost, an execution past its
+maxExecutionSeconds), COMMAND gets SIGTERM, then SIGKILL 10 s later.
+
+The result: whatever the exit code, if COMMAND wrote JSON to BATON_RESULT_FILE (at most 64 KB),
+the release carries it as the issue's result. A file that is not JSON, or larger, is left out,
+with one line saying so; the issue is released all the same.
 
 Progress goes to stderr, one line per issue (outcome, time, title, id, the reason when not DONE),
 and a summary when baton work exits (done, requeued, failed, blocked, the time); --json makes each
@@ -72,25 +90,61 @@ the key is not an agent key, or is revoked while it works.`;
 const KILL_AFTER_MS = 10_000;
 const STDERR_LINES = 20;
 const EX_TEMPFAIL = 75;
+/** COMMAND's "not now, come back in N seconds": its last stderr line. */
+const RETRY_AFTER = /^\s*retry-after:\s*(\d+)\s*$/i;
+
+/** retryAfterSeconds from COMMAND's last stderr line that is not blank (`retry-after: N`, at most a day), or null when it gave none. */
+function retryAfterHint(lines: string[]): number | null {
+  const last = lines.findLast((line) => line.trim() !== "");
+  const n = RETRY_AFTER.exec(last ?? "")?.[1];
+  return n === undefined ? null : Math.min(Number(n), MAX_RETRY_AFTER_SECONDS);
+}
+
+/** What COMMAND left in BATON_RESULT_FILE: a JSON value, nothing (no file, or an empty one), or why it cannot be the result. */
+function resultFile(file: string): { value: unknown } | { why: string } | null {
+  let text: string;
+  try {
+    const stat = statSync(file);
+    if (!stat.isFile()) return { why: "is not a regular file" };
+    if (stat.size > MAX_JSON_BYTES) return { why: `is ${stat.size} bytes, over the ${MAX_JSON_BYTES} a result may be` };
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === "ENOENT" ? null : { why: `cannot be read (${code ?? (err as Error).message})` }; // ENOENT: not written
+  }
+  if (text.trim() === "") return null;
+  try {
+    return { value: JSON.parse(text) as unknown };
+  } catch (err) {
+    return { why: `is not JSON (${(err as Error).message.replace(/\s+/g, " ")})` };
+  }
+}
 
 interface Commands {
   running: Set<ChildProcess>;
   watchdog: Watchdog;
   /** A command failed to spawn: called once per such issue, with the error to end baton with. */
   cannotStart: (err: CannotRun) => void;
+  /** What a command left in BATON_RESULT_FILE cannot be the result: one line. */
+  resultRefused: (issueId: string, why: string) => void;
 }
 
 /** Runs COMMAND for one issue; resolves when it exits, throwing what the exit means for the release. */
-function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context, prefix: boolean, commands: Commands): Promise<void> {
+function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context, prefix: boolean, commands: Commands): Promise<unknown> {
   const children = commands.running;
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.BATON_TOKEN;
   delete env.BATON_ISSUE_CONCURRENCY_KEY; // set below only for a keyed issue: never one inherited from baton's own environment
+  // A directory of its own (mode 0700) per command: the result file is this issue's alone, and removed with it.
+  const scratch = mkdtempSync(path.join(tmpdir(), "baton-result-"));
+  const resultPath = path.join(scratch, "result.json");
   Object.assign(env, {
     BATON_ISSUE_ID: issue.id,
     BATON_ISSUE_TITLE: issue.title,
+    BATON_ISSUE_PARENT_ID: issue.parentId ?? "",
     BATON_RUN_ID: job.runId,
     BATON_LOCK_EPOCH: String(job.lockEpoch),
+    BATON_RESULT_FILE: resultPath,
     BATON_URL: ctx.baton.url,
   });
   if (issue.concurrencyKey !== null) env.BATON_ISSUE_CONCURRENCY_KEY = issue.concurrencyKey;
@@ -100,11 +154,19 @@ function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context,
     commands.cannotStart(new CannotRun(`${why}; its issue ${issue.id} went back to the queue and the worker stopped`));
     return new Requeue(why);
   };
+  const cleanUp = () => {
+    try {
+      rmSync(scratch, { recursive: true, force: true });
+    } catch {
+      // COMMAND made it unremovable: the system's temp cleaning has it
+    }
+  };
   let child: ChildProcess;
   try {
     // detached: a process group (and session) of its own, out of reach of the terminal's signals.
     child = spawn(command[0]!, command.slice(1), { env, stdio: ["pipe", "pipe", "pipe"], detached: true });
   } catch (err) {
+    cleanUp();
     throw notStarted(err as Error); // E2BIG and the like are thrown, ENOENT and EACCES emitted
   }
   if (child.pid !== undefined) commands.watchdog.watch(child.pid);
@@ -144,7 +206,10 @@ function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context,
     child.once("error", (err) => {
       children.delete(child);
       job.signal.removeEventListener("abort", stop);
-      if (child.pid === undefined) reject(notStarted(err)); // else it started: its exit, below, is what counts
+      if (child.pid === undefined) {
+        cleanUp();
+        reject(notStarted(err)); // else it started: its exit, below, is what counts
+      }
     });
     child.once("exit", () => {
       children.delete(child);
@@ -154,12 +219,20 @@ function runCommand(command: string[], issue: WorkIssue, job: Job, ctx: Context,
       if (child.pid === undefined) return; // never started: settled by "error"
       if (killer) clearTimeout(killer);
       job.signal.removeEventListener("abort", stop);
+      const left = resultFile(resultPath);
+      cleanUp();
+      if (left && "why" in left) commands.resultRefused(issue.id, `BATON_RESULT_FILE ${left.why}`);
+      const result = left && "value" in left ? left.value : undefined;
       const reason = tail.join("\n").trim();
-      if (code === 0) return resolve();
+      if (code === 0) return resolve(result);
       const how = signal ? `killed by ${signal}` : `exit ${code}`;
       const said = reason ? `${how}: ${reason}` : how;
-      if (code === EX_TEMPFAIL || (signal && stopped)) return reject(new Requeue(said));
-      reject(new Error(said));
+      if (code === EX_TEMPFAIL) {
+        const later = retryAfterHint(tail);
+        return reject(new Requeue({ reason: said, result, ...(later === null ? {} : { retryAfterSeconds: later }) }));
+      }
+      if (signal && stopped) return reject(new Requeue({ reason: said, result }));
+      reject(new Failed({ reason: said, result }));
     });
   });
 }
@@ -198,6 +271,7 @@ export async function workCommand(ctx: Context, words: string[], usage: string):
       fatal.error = err;
       worker.stop().catch(() => {}); // claim nothing more; the error is thrown below, once the worker is done
     },
+    resultRefused: (issueId, why) => progress.log("result not kept", { issueId, why }),
   };
   const children = commands.running;
   /** Every command started has exited (each was let finish, or stopped: SIGTERM, SIGKILL 10 s later). */
@@ -205,7 +279,7 @@ export async function workCommand(ctx: Context, words: string[], usage: string):
   const handler = async (issue: WorkIssue, job: Job) => {
     progress.start(issue);
     try {
-      await runCommand(command, issue, job, ctx, concurrency > 1, commands);
+      return await runCommand(command, issue, job, ctx, concurrency > 1, commands);
     } catch (err) {
       progress.failed(issue.id, (err as Error).message);
       throw err;
