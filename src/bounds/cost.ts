@@ -35,7 +35,7 @@ import { MAX_CLAIM_BATCH } from "../locks/claim/claimIssues.js";
 import { MAX_ISSUES_PER_CALL } from "../locks/operator/createIssues.js";
 import { MAX_RELEASE_BATCH, MAX_REASON_LENGTH } from "../locks/release/releaseIssues.js";
 import { ISSUE_STATUSES } from "../domain/types.js";
-import { MAX_CONCURRENCY_KEY_LENGTH, MAX_DESCRIPTION_LENGTH, MAX_TITLE_LENGTH } from "../domain/validate.js";
+import { MAX_CONCURRENCY_KEY_LENGTH, MAX_DESCRIPTION_LENGTH, MAX_JSON_BYTES, MAX_TITLE_LENGTH } from "../domain/validate.js";
 import { MAX_LIMITED_KEYS } from "../locks/operator/concurrencyLimits.js";
 import { limitError } from "./documents.js";
 import { PAGE_LIMITS } from "./pages.js";
@@ -118,6 +118,9 @@ function leafWidth(parent: string, field: string, type: GraphQLNamedType): numbe
       return 5;
     case "DateTime":
       return 26;
+    case "JSON":
+      // payload and result: at most MAX_JSON_BYTES once serialised, and a character is at least a byte
+      return MAX_JSON_BYTES;
     default:
       // Strings: JSON quotes; escapes can lengthen a string further, but characters, not bytes, are what is counted.
       return 2 + (STRING_LENGTHS[`${parent}.${field}`] ?? DEFAULT_STRING_LENGTH);

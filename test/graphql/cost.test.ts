@@ -56,3 +56,11 @@ it("keeps an ordinary agent's operations under the default limit (6,000,000)", (
   expect(estimate(`mutation { claimIssues(runId: "${C}", limit: 50) { ... on IssuesClaimed { issues { ${issueFields} } } } }`)).toBeLessThan(6_000_000);
   expect(estimate(`{ lockEvents(companyId: "${C}", first: 1000) { seq kind status reason issue { id status } } }`)).toBeLessThan(6_000_000);
 });
+
+it("counts a payload and a result at their 64 KB each, so a batch that selects them is bounded by them", () => {
+  const claim = (fields: string) => `mutation { claimIssues(runId: "${C}", limit: 1000) { ... on IssuesClaimed { issues { ${fields} } } } }`;
+  const bare = estimate(claim("id"));
+  expect(estimate(claim("id payload result")) - bare).toBeGreaterThanOrEqual(1000 * 2 * 65_536);
+  // one claim with both fits easily under the default limit
+  expect(estimate(`mutation { claimIssue(runId: "${C}") { ... on IssueClaimed { issue { id payload result } } } }`)).toBeLessThan(200_000);
+});
