@@ -51,9 +51,14 @@ function refuseInput(state: State, input: CreateInput, where: string): ErrorAnsw
   if (key != null && (key.length === 0 || key.length > 200)) return bad("idempotencyKey must be 1–200 characters");
   const durations = refuseDurations(state, input);
   if (durations) return bad(durations);
-  if (input.assigneeAgentId != null && !state.agents.includes(input.assigneeAgentId)) return bad("assigneeAgentId: no such agent in this company");
   return null;
 }
+
+/** The first input assigned to an agent the company does not have: BAD_USER_INPUT, found by the statement (after the run's and the parent's checks). */
+const unknownAssignee = (state: State, inputs: readonly CreateInput[]): ErrorAnswer | null =>
+  inputs.some((i) => i.assigneeAgentId != null && !state.agents.includes(i.assigneeAgentId))
+    ? badInput("assigneeAgentId: no such agent in this company")
+    : null;
 
 /** The first id of the form i<n> (n from the number of issues + 1) that no issue has. */
 function nextIssueId(state: State): string {
@@ -113,16 +118,36 @@ function createAll(state0: State, inputs: readonly CreateInput[], parentId: stri
   return { state, issues, created };
 }
 
+/**
+ * The inputs that would create an issue: not those whose idempotency key the
+ * company has, or an earlier input of the call has. Only these are held to
+ * what they name (assignee, parent, blockers, the cycle parentWaits would
+ * close): an input answered by its key answers that issue "whatever the other
+ * fields say" (issue 29, Idempotent creation), once its own fields are well formed.
+ */
+function creating(state: State, inputs: readonly CreateInput[]): CreateInput[] {
+  const keys = new Set<string>();
+  return inputs.filter((i) => {
+    const key = i.idempotencyKey;
+    if (key == null) return true;
+    const hit = keys.has(key) || issueWithKey(state, key) !== undefined;
+    keys.add(key);
+    return !hit;
+  });
+}
+
 /** The first blocker or parent named by the inputs that the company does not have. */
 const missingIssue = (state: State, inputs: readonly CreateInput[]): string | undefined =>
   inputs.flatMap((i) => [...(i.blockedBy ?? []), ...(i.parentId != null ? [i.parentId] : [])]).find((id) => !findIssue(state, id));
 
 /**
  * createIssue / createIssues(inputs) (the board; CREATE_ISSUES): every input's
- * checks first (BAD_USER_INPUT, nothing created; more than 1000 inputs too);
- * a blocker or parent the company does not have is NOT_FOUND, nothing
- * created. Then createAll. A new issue has no dependents, so no edge it
- * brings can close a cycle. No events.
+ * checks first (BAD_USER_INPUT, nothing created; more than 1000 inputs too),
+ * then, for the inputs that would create (`creating`), an assignee the
+ * company does not have (BAD_USER_INPUT); a blocker or parent it does not
+ * have is NOT_FOUND, nothing created. Then
+ * createAll. A new issue has no dependents, so no edge it brings can close a
+ * cycle. No events.
  */
 export function createIssues(state: State, args: { inputs: readonly CreateInput[] }): Step<CreateIssuesResult> {
   if (args.inputs.length > MAX_ISSUES_PER_CALL) return { answer: badInput(`at most ${MAX_ISSUES_PER_CALL} issues per call`), state, events: [] };
@@ -130,7 +155,10 @@ export function createIssues(state: State, args: { inputs: readonly CreateInput[
     const refused = refuseInput(state, input, args.inputs.length > 1 ? `inputs[${n}].` : "");
     if (refused) return { answer: refused, state, events: [] };
   }
-  const missing = missingIssue(state, args.inputs);
+  const fresh = creating(state, args.inputs);
+  const noAgent = unknownAssignee(state, fresh);
+  if (noAgent) return { answer: noAgent, state, events: [] };
+  const missing = missingIssue(state, fresh);
   if (missing) return { answer: notFound(`issue ${missing} not found`), state, events: [] };
   const made = createAll(state, args.inputs, null);
   return { answer: { __typename: "IssuesCreated", issues: made.issues }, state: made.created.length === 0 ? state : made.state, events: [] };
@@ -143,15 +171,19 @@ function reaches(state: State, from: string, to: string): boolean {
 
 /**
  * createSubIssues(runId, parentId, inputs, parentWaits) (an agent splits the
- * issue its run holds), in its order:
- *   1. 1–100 inputs, each input's checks, and with parentWaits no input
- *      blocked by the parent itself: BAD_USER_INPUT;
+ * issue its run holds; CREATE_SUB_ISSUES), in its order:
+ *   1. 1–100 inputs, each input's checks (a parentId other than the parent's
+ *      included), and with parentWaits no input blocked by the parent itself:
+ *      BAD_USER_INPUT;
  *   2. the run (refuseRun: RunNotActive, FORBIDDEN);  3. the parent missing:
  *      IssueNotFound;  4. the run does not hold the parent's checkout:
- *      NotLockOwner;  5. a blocker the company does not have: NOT_FOUND;
- *   6. with parentWaits, an input to be created blocked by an issue that
- *      waits on the parent, however indirectly (the parent's new edge would
- *      close a cycle): BAD_USER_INPUT;
+ *      NotLockOwner;
+ *   5. with parentWaits, an input that would create (`creating`) blocked by
+ *      an issue that waits on the parent, however indirectly (the parent's
+ *      new edge would close a cycle), or more than 100 blockers for the
+ *      parent: BAD_USER_INPUT;
+ *   6. for the inputs that would create, an assignee the company does not
+ *      have: BAD_USER_INPUT; a blocker it does not have: NOT_FOUND;
  *   7. createAll with parentId set (inputs may assign any agent of the
  *      company, or none), and with parentWaits every issue created is added
  *      to the parent's blockedBy (an input answered by its idempotency key
@@ -165,7 +197,8 @@ export function createSubIssues(
   if (args.inputs.length < 1 || args.inputs.length > MAX_SUB_ISSUES_PER_CALL)
     return unchanged(badInput(`inputs must hold 1 to ${MAX_SUB_ISSUES_PER_CALL} issues`));
   for (const [n, input] of args.inputs.entries()) {
-    const where = args.inputs.length > 1 ? `inputs[${n}].` : "";
+    const where = `inputs[${n}].`;
+    if (input.parentId != null && input.parentId !== args.parentId) return unchanged(badInput(`${where}parentId must be left out`));
     const refused = refuseInput(state, { ...input, parentId: null }, where);
     if (refused) return unchanged(refused);
     if (args.parentWaits && input.blockedBy?.includes(args.parentId)) return unchanged(badInput(`${where}blockedBy names the parent, which waits on it`));
@@ -176,18 +209,17 @@ export function createSubIssues(
   if (!parent) return unchanged(issueNotFound(args.parentId));
   if (parent.checkoutRunId !== args.runId) return unchanged({ __typename: "NotLockOwner", issueId: parent.id, ownerRunId: parent.checkoutRunId });
   const inputs = args.inputs.map((i) => ({ ...i, parentId: null }));
-  const missing = missingIssue(state, inputs);
-  if (missing) return unchanged(notFound(`issue ${missing} not found`));
+  const fresh = creating(state, inputs);
   if (args.parentWaits) {
-    const keys = new Set<string>();
-    for (const [n, input] of inputs.entries()) {
-      const answered = issueWithKey(state, input.idempotencyKey) ?? (input.idempotencyKey != null && keys.has(input.idempotencyKey));
-      if (input.idempotencyKey != null) keys.add(input.idempotencyKey);
-      if (answered) continue;
-      const loop = (input.blockedBy ?? []).find((b) => reaches(state, b, parent.id));
-      if (loop) return unchanged(badInput(`inputs[${n}].blockedBy: ${loop} waits on the parent, which would wait on this sub-issue`));
-    }
+    const loop = fresh.flatMap((i) => i.blockedBy ?? []).find((b) => findIssue(state, b) && reaches(state, b, parent.id));
+    if (loop) return unchanged(badInput(`${loop} waits on the parent, which would wait on its sub-issue`));
+    const unique = new Set(inputs.map((i, n) => i.idempotencyKey ?? `#${n}`)).size;
+    if (parent.blockedBy.length + unique > MAX_BLOCKERS) return unchanged(badInput(`the parent would wait on more than ${MAX_BLOCKERS} issues`));
   }
+  const noAgent = unknownAssignee(state, fresh);
+  if (noAgent) return unchanged(noAgent);
+  const missing = missingIssue(state, fresh);
+  if (missing) return unchanged(notFound(`issue ${missing} not found`));
   const made = createAll(state, inputs, parent.id);
   let after = made.state;
   let parentAfter = findIssue(after, parent.id)!;
@@ -212,7 +244,8 @@ function refuseEditor(state: State, issue: Issue, args: { agentId?: string; runI
  * blocker missing: IssueNotFound (naming it); not the board and not such a
  * run: NotLockOwner; an edge already there: DependencyAdded, nothing
  * changed; an edge that would close a cycle (a self-edge included):
- * DependencyCycle with cyclePath's path; otherwise the edge is added. A held
+ * DependencyCycle with cyclePath's path; a 101st blocker: BAD_USER_INPUT;
+ * otherwise the edge is added. A held
  * issue keeps its lock: the edge matters from its next claim.
  */
 export function addDependency(state: State, args: { issueId: string; blockedById: string; agentId?: string; runId?: string }): Step<AddDependencyResult> {
@@ -225,6 +258,7 @@ export function addDependency(state: State, args: { issueId: string; blockedById
   if (cur.blockedBy.includes(args.blockedById)) return unchanged({ __typename: "DependencyAdded", issue: cur });
   const path = cyclePath(state, args.issueId, args.blockedById);
   if (path) return unchanged({ __typename: "DependencyCycle", path });
+  if (cur.blockedBy.length >= MAX_BLOCKERS) return unchanged(badInput(`issue ${cur.id} already waits on ${MAX_BLOCKERS} issues`));
   const after: Issue = { ...cur, blockedBy: [...cur.blockedBy, args.blockedById].sort(byId) };
   return { answer: { __typename: "DependencyAdded", issue: after }, state: withIssue(state, after), events: [] };
 }

@@ -1,5 +1,5 @@
 // Conformance of the real lock verbs to the executable model (issue 17, parts
-// 3 and 4): test/conformance/conformance.ts. CI runs a fixed seed of 1,000
+// 3 and 4; the work graph, issue 29): test/conformance/conformance.ts. CI runs a fixed seed of 1,000
 // generated sequences; `npm run conformance -- --runs N [--seed S]` runs longer.
 import { expect, it } from "vitest";
 import { useRealWorld } from "../helpers/realWorld.js";
@@ -65,6 +65,60 @@ const batchByJustFinishedRun: Scenario = {
     { one: { verb: "claimIssues", agentId: "A", runId: "r1", limit: 2, acquireExecution: true } },
   ],
 };
+
+// Issue 29's races, written out: two opposite edges at once (gated: both in flight before either commits), and two
+// creates with one idempotency key on the two instances.
+const oppositeEdges: Scenario = {
+  initial: { agents: ["A", "B"], issues: [{ id: "i1" }, { id: "i2" }, { id: "i3", blockedBy: ["i1"] }], leaseLength: 2 },
+  steps: [
+    {
+      pair: [
+        { verb: "addDependency", issueId: "i1", blockedById: "i2" },
+        { verb: "addDependency", issueId: "i2", blockedById: "i1" },
+      ],
+      gate: true,
+    },
+    {
+      pair: [
+        { verb: "addDependency", issueId: "i2", blockedById: "i3" },
+        { verb: "addDependency", issueId: "i3", blockedById: "i2" },
+      ],
+      gate: false,
+    },
+  ],
+};
+const oneKeyTwice: Scenario = {
+  initial: { agents: ["A", "B"], issues: [{ id: "i1" }, { id: "i2" }], leaseLength: 2 },
+  steps: [
+    {
+      pair: [
+        { verb: "createIssues", inputs: [{ idempotencyKey: "job-1", blockedBy: ["i1"], payload: { from: 0 } }] },
+        { verb: "createIssues", inputs: [{ idempotencyKey: "job-1", payload: { from: 1 } }, { idempotencyKey: "job-1" }] },
+      ],
+      gate: false,
+    },
+  ],
+};
+
+it("the work graph's races (issue 29): the CI run came upon each, and opposite edges and one key twice, written out, agree with the model", async () => {
+  expect(reached, "the CI run").not.toBeNull();
+  // two edges that together close a cycle, a claim beside its blocker's DONE, two creates with one new key
+  expect(reached!.cycleRace).toBeGreaterThan(0);
+  expect(reached!.claimBesideDone).toBeGreaterThan(0);
+  expect(reached!.keyRace).toBeGreaterThan(0);
+  // IssueWaiting, a delayed issue claimed once due, a parent back after its sub-issues, an execution past its limit
+  // taken from a live run, a failure's backoff, an attempt given back by a requeue with retryAfterSeconds
+  for (const k of ["claimOfWaiting", "claimOnceDue", "parentBack", "executionOverdue", "backoff", "attemptGivenBack"] as const) {
+    expect(reached![k], k).toBeGreaterThan(0);
+  }
+  for (let round = 0; round < 5; round++) {
+    const edges = await replay(real.world, oppositeEdges);
+    // one of each pair was refused: i1-i2 one way, and i2 waits on i3 or i3 on i2 (i3 already waited on i1 only)
+    expect(edges.state.issues.flatMap((i) => i.blockedBy.map((b) => `${i.id}<${b}`))).toHaveLength(3);
+    const keys = await replay(real.world, oneKeyTwice);
+    expect(keys.state.issues.filter((i) => i.idempotencyKey === "job-1")).toHaveLength(1);
+  }
+}, 60_000);
 
 it("reaches the historical bugs' sequences: an adoption while the dead holder is timed out concurrently, a batch claim by a run that just finished (and disableAgent racing its agent's runs)", async () => {
   // the CI run above came upon each situation, gated too

@@ -237,6 +237,32 @@ describe("idempotent creation", () => {
   });
 });
 
+describe("idempotent creation, whatever the other fields say", () => {
+  it("an input whose key the company has is not held to what it names (blockers, parent, assignee, the cycle parentWaits would close); its own fields must still be well formed", () => {
+    const s = initialState({
+      agents: ["A"],
+      issues: [
+        { id: "p", assigneeAgentId: "A" },
+        { id: "x", blockedBy: ["p"], idempotencyKey: "job-1" },
+      ],
+    });
+    const steps = play(s, [
+      { verb: "createIssues", inputs: [{ idempotencyKey: "job-1", blockedBy: ["i-unknown"], assigneeAgentId: "Z" }] },
+      { verb: "createIssues", inputs: [{ idempotencyKey: "job-1", retryDelaySeconds: -1 }] },
+      { verb: "startRun", agentId: "A" },
+      { verb: "claimIssue", agentId: "A", runId: "r1", issueId: "p" },
+      // x waits on p: a new sub-issue blocked by x would close a cycle, but job-1 is x itself, answered
+      { verb: "createSubIssues", agentId: "A", runId: "r1", parentId: "p", inputs: [{ idempotencyKey: "job-1", blockedBy: ["x"] }], parentWaits: true },
+      { verb: "createSubIssues", agentId: "A", runId: "r1", parentId: "p", inputs: [{ blockedBy: ["x"] }], parentWaits: true },
+    ]);
+    expect(steps[0]!.answer).toMatchObject({ __typename: "IssuesCreated", issues: [{ id: "x" }] });
+    expect(steps[0]!.state).toBe(s);
+    expect(steps[1]!.answer).toMatchObject({ __typename: "Error", code: "BAD_USER_INPUT" });
+    expect(steps[4]!.answer).toMatchObject({ __typename: "SubIssuesCreated", parent: { blockedBy: [] }, issues: [{ id: "x" }] });
+    expect(last(steps).answer).toMatchObject({ __typename: "Error", code: "BAD_USER_INPUT" });
+  });
+});
+
 describe("delays, backoff and execution limits", () => {
   const company = (extra: { retryDelaySeconds?: number; maxExecutionSeconds?: number; maxAttempts?: number }) =>
     initialState({ agents: ["A"], issues: [{ id: "i1", assigneeAgentId: "A", ...extra }], leaseLength: 10, tickSeconds: 3600 });

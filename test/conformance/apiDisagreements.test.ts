@@ -1,0 +1,57 @@
+// Where the API disagrees with issue 29 (and so with the model), each made
+// deterministic with the real verbs. Each test states the rule and is marked
+// `fails` while the API breaks it: once the API follows the rule, the test
+// fails, and its allowance in the conformance run goes (norm.ts, `strict`;
+// `npm run conformance -- --strict` runs without them).
+import { expect, it } from "vitest";
+import { useRealWorld } from "../helpers/realWorld.js";
+import type { RealAnswer, Sequence } from "./adapter.js";
+
+const real = useRealWorld();
+
+/** Waits (at most 5 s) until `n` of the two instances' connections are waiting on a lock. */
+async function untilWaiting(n: number): Promise<void> {
+  const until = Date.now() + 5000;
+  while (Date.now() < until) {
+    await real.world.admin.query("SELECT pg_stat_clear_snapshot()");
+    const { rows } = await real.world.admin.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name LIKE 'baton-conformance-_'",
+    );
+    if (rows[0]!.n >= n) return;
+    await new Promise((r) => setImmediate(r));
+  }
+  throw new Error(`${n} statements were not waiting within 5 s`);
+}
+
+const runOf = async (seq: Sequence, agentId: string, name: string) => {
+  const started = (await seq.exec({ verb: "startRun", agentId })) as RealAnswer;
+  seq.names.bind(name, started.run.id);
+};
+
+it.fails("a create whose idempotency key the company has answers that issue, whatever its other fields say (a missing blocker too)", async () => {
+  // the conformance run found it (seed 7): the API answers NOT_FOUND; inside one call it folds the key first, and answers the issue
+  const seq = await real.world.setup({ agents: ["A"], issues: [{ id: "i1" }, { id: "i2", idempotencyKey: "job-1" }] });
+  const answer = await seq.exec({ verb: "createIssues", inputs: [{ idempotencyKey: "job-1", blockedBy: ["i-unknown"] }] });
+  expect(answer).toMatchObject({ __typename: "IssuesCreated", issues: [{ id: seq.names.real("i2") }] });
+});
+
+it.fails("IssueWaiting lists what the issue waits on at the version it was judged on: an edge added while the claim waited is in waitingOn", async () => {
+  // the conformance run found it (seed 7): a claim by id whose snapshot predates a concurrent addDependency judges the
+  // newest row (waiting_count 1: IssueWaiting) but lists waitingOn from its snapshot: [] (and notBefore null), an
+  // answer that waits on nothing. Stagger: a gate holds B's run row; B's claim takes its snapshot and waits for it;
+  // the board adds i1 < i2 and commits; the gate opens.
+  const seq = await real.world.setup({ agents: ["A", "B"], issues: [{ id: "i1" }, { id: "i2" }] });
+  await runOf(seq, "B", "r1");
+  const admin = real.world.admin;
+  await admin.query("BEGIN");
+  let claim: Promise<RealAnswer>;
+  try {
+    await admin.query("SELECT 1 FROM heartbeat_runs WHERE id = $1 FOR UPDATE", [seq.names.real("r1")]);
+    claim = seq.exec({ verb: "claimIssue", agentId: "B", runId: "r1", issueId: "i1" }, 0);
+    await untilWaiting(1);
+    expect(await seq.exec({ verb: "addDependency", issueId: "i1", blockedById: "i2" }, 1)).toMatchObject({ __typename: "DependencyAdded" });
+  } finally {
+    await admin.query("COMMIT");
+  }
+  expect(await claim!).toMatchObject({ __typename: "IssueWaiting", issueId: seq.names.real("i1"), waitingOn: [seq.names.real("i2")] });
+});
