@@ -8,6 +8,7 @@
 import type { DocumentTypeDecoration } from "@graphql-typed-document-node/core";
 import type { EventSourceMessage } from "eventsource-parser";
 import { EventSourceParserStream } from "eventsource-parser/stream";
+import { ServerClock } from "./clock.js";
 
 const ENDPOINT = "/graphql";
 
@@ -45,13 +46,17 @@ export class Api {
   private readonly streams = new Set<AbortController>();
   /** A request in flight that replaces this very key (replaceKey): a refusal of the old key waits for its answer. */
   private replacing: Promise<unknown> | null = null;
+  /** The server's clock, as every answer's Date header tells it. */
+  readonly clock = new ServerClock();
 
   constructor(private token: string) {}
 
   /** POST /graphql with a key; a network failure is ApiError UNREACHABLE. */
   private async post(token: string, query: string, variables: unknown, accept: string, signal?: AbortSignal): Promise<Response> {
+    const sentAt = Date.now();
+    let response: Response;
     try {
-      return await fetch(ENDPOINT, {
+      response = await fetch(ENDPOINT, {
         method: "POST",
         headers: { "content-type": "application/json", accept, authorization: `Bearer ${token}` },
         body: JSON.stringify({ query, variables }),
@@ -60,6 +65,8 @@ export class Api {
     } catch {
       throw new ApiError("the server did not answer", "UNREACHABLE");
     }
+    this.clock.sample(response.headers.get("date"), sentAt, Date.now());
+    return response;
   }
 
   /** One operation with one key; throws ApiError with the server's message when it answers errors. */

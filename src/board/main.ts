@@ -6,6 +6,9 @@
 // their counts). Rotating the board key from this page switches the page to
 // the new key in place (api.replaceKey): the session keeps it and the streams
 // reopen with it. A key revoked anywhere else signs the page out, saying so.
+// Whether an OPEN issue waits is worked out on the page (store.waiting), not
+// read again: a blocker's DONE is an event of the blocker alone, and a delay
+// ends on the server's clock (api.clock) with no event at all.
 import { Api, ApiError, prunedThrough } from "./api.js";
 import type { Doc } from "./api.js";
 import { byId, fill, h, setText } from "./dom.js";
@@ -167,11 +170,16 @@ async function board(session: Session) {
   const detail = new DetailView(api, store, session.companyId);
   const open = (id: string) => void detail.open(id);
   const bulk = new BulkView(api, store, () => issues);
-  const issues: IssuesView = new IssuesView(store, open, () => bulk.selectionChanged());
+  const issues: IssuesView = new IssuesView(
+    store,
+    open,
+    () => bulk.selectionChanged(),
+    (now) => api.clock.now(now),
+  );
   const create = new CreateView(api, store);
   const runs = new RunsView(store, open);
   const events = new EventsView(api, store, session.companyId, open);
-  const audit = new AuditView(api, session.companyId);
+  const audit = new AuditView(api, store, session.companyId, open);
   const limits = new LimitsView(api, session.companyId);
   let role: Role | null = null;
   const readLimits = coalesced(() => limits.refresh());
@@ -282,6 +290,7 @@ async function board(session: Session) {
         store.putIssue(issue);
         store.recentlyChanged.set(issue.id, now);
       }
+      detail.onIssuesChanged(issuesChanged.map((i) => i.id));
       store.changed();
     },
     dropped: () => {},

@@ -31,6 +31,20 @@ export function actionsFor(issue: Pick<Issue, "status" | "attemptCount" | "maxAt
   };
 }
 
+/**
+ * Why an OPEN issue is not ready (claim-next passes it by), as the board can
+ * tell at `serverNow`: the blockers not DONE, oldest edge first (a CANCELLED
+ * one never will be: it waits until someone removes the dependency); a delay
+ * still ahead on the server's clock; no attempt left.
+ */
+export interface Waiting {
+  on: { id: string; issue: Issue | undefined }[];
+  until: string | null;
+  exhausted: boolean;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 /** How many events the tail keeps in memory; older ones are a "load older" away. */
 const TAIL_KEEP = 2_000;
 
@@ -168,6 +182,65 @@ export class Store {
       for (const runId of [issue.checkoutRunId, issue.executionRunId]) if (runId && !this.runs.has(runId)) unknown.add(runId);
     }
     return [...unknown];
+  }
+
+  /**
+   * The blockers of `issue` not DONE now: the server's waitingOn, less those
+   * this page has since seen reach DONE. A blocker's DONE writes a ledger event
+   * for the blocker only, not its dependents, so the board counts it here.
+   * (DONE is final: a blocker never comes back to waitingOn without an edge
+   * added, and an added edge is announced with its issue.)
+   */
+  waitingOn(issue: Issue): string[] {
+    return issue.waitingOn.filter((id) => this.issues.get(id)?.status !== "DONE");
+  }
+
+  /** Why an OPEN issue is not ready at `serverNow` (ms, the server's clock); null when it is ready or not OPEN. */
+  waiting(issue: Issue, serverNow: number): Waiting | null {
+    if (issue.status !== "OPEN") return null;
+    const on = issue.waitingOn.length === 0 ? [] : this.waitingOn(issue).map((id) => ({ id, issue: this.issues.get(id) }));
+    const until = issue.notBefore !== null && Date.parse(issue.notBefore) > serverNow ? issue.notBefore : null;
+    const exhausted = issue.attemptCount >= issue.maxAttempts;
+    return on.length > 0 || until !== null || exhausted ? { on, until, exhausted } : null;
+  }
+
+  /** The issues split from `parentId` (their parentId), oldest first. */
+  subIssues(parentId: string): Issue[] {
+    const subs: Issue[] = [];
+    for (const issue of this.issues.values()) if (issue.parentId === parentId) subs.push(issue);
+    return subs.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : 1));
+  }
+
+  /**
+   * The issue an operator means by `typed`: its id, a unique start of an id (8
+   * characters or more, as the board shows them), or (with `titles`) its exact
+   * title; or what is wrong, in words. A whole id this page has not read is
+   * taken as typed: the server says whether it exists.
+   */
+  findIssue(typed: string, titles: boolean): { id: string } | string {
+    const text = typed.trim();
+    const lower = text.toLowerCase();
+    if (this.issues.has(lower)) return { id: lower };
+    if (/^[0-9a-f-]{8,36}$/.test(lower)) {
+      const ids = [...this.issues.keys()].filter((id) => id.startsWith(lower));
+      if (ids.length === 1) return { id: ids[0]! };
+      if (ids.length > 1) return `${ids.length} issues have an id that starts with ${text}: type more of it.`;
+      if (UUID.test(lower)) return { id: lower };
+    }
+    if (titles) {
+      const exact = [...this.issues.values()].filter((i) => i.title === text);
+      const titled = exact.length > 0 ? exact : [...this.issues.values()].filter((i) => i.title.toLowerCase() === lower);
+      if (titled.length === 1) return { id: titled[0]!.id };
+      if (titled.length > 1) return `${titled.length} issues are titled “${text}”: give the id of the one you mean.`;
+      return `no issue of this company has the id or title “${text}”.`;
+    }
+    return `no issue of this company has an id that starts with “${text}”.`;
+  }
+
+  /** A short name for an issue in a sentence: its title, or the start of its id when this page has not read it. */
+  issueName(id: string): string {
+    const issue = this.issues.get(id);
+    return issue ? `“${issue.title}”` : `issue ${id.slice(0, 8)}`;
   }
 
   counts(): Map<IssueStatus, number> {

@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { launchChromium } from "../helpers/browser.js";
 import { ADMIN_TOKEN, createCompany, Ops, startHarness } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
@@ -119,6 +119,13 @@ beforeAll(async () => {
     external.push(url);
     return route.abort();
   });
+});
+
+// A test that fails with the issue panel open, or another tab shown, leaves the next one the Issues tab.
+afterEach(async () => {
+  if (!page || page.isClosed() || !(await page.locator("#board").isVisible())) return;
+  if (await page.locator("#detail").isVisible()) await page.locator("#detail-close").click();
+  if ((await page.locator("#tab-button-issues").getAttribute("aria-selected")) !== "true") await page.locator("#tab-button-issues").click();
 });
 
 afterAll(async () => {
@@ -549,6 +556,378 @@ it("concurrency keys: a Key column and field, a key changed from the panel, and 
   await expect.poll(() => page.locator("#limits-body tr").count()).toBe(0);
   expect(await page.locator("#limits-empty").isVisible()).toBe(true);
   await page.getByRole("tab", { name: "Issues" }).click();
+});
+
+// ---- The work graph (issue 29): waiting, the panel's parent, blockers and sub-issues, the create form's new fields, the audit ----
+
+/** The line under a row's title that says what a waiting issue waits on ("" when it is not waiting). */
+const waits = (title: string) =>
+  row(title)
+    .locator("small.waits")
+    .evaluate((el) => ((el as HTMLElement).hidden ? "" : (el.textContent ?? "")));
+/** A list's items as text, one space between words, in a stable order (items made in one transaction have no order between them). */
+const lines = async (list: ReturnType<Page["locator"]>) => (await list.locator("li").allInnerTexts()).map((t) => t.replace(/\s+/g, " ").trim()).sort();
+/** An instant on the database's clock, `interval` from now (an SQL interval), as ISO. */
+const dbInstant = async (interval: string) => (await h.one<{ t: Date }>(`SELECT now() + $1::interval AS t`, [interval])).t.toISOString();
+/** HH:MM:SS of an instant in a time zone, as the board writes it. */
+const hhmmss = (iso: string, timeZone: string) =>
+  new Date(iso).toLocaleTimeString("en-GB", { timeZone, hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+
+it("waiting: an OPEN issue whose blockers are not DONE says so and on what (a CANCELLED one called out), and is ready live once they are DONE; a delay says until when and ends on time", async () => {
+  const agent = co.agents[0]!;
+  const create = async (input: Ops.CreateIssueInput) => (await co.board.ok(Ops.CreateIssueDocument, { input: { priority: "LOW", ...input } })).createIssue.id;
+  const migration = await create({ title: "Write the migration", assigneeAgentId: agent.id });
+  await create({ title: "Run the backfill", blockedBy: [migration] });
+  const oldPlan = await create({ title: "Old plan" });
+  await create({ title: "Stuck on the old plan", blockedBy: [oldPlan] });
+  const later = await dbInstant("1 hour");
+  await create({ title: "Later today", notBefore: later });
+  await create({ title: "In a moment", notBefore: await dbInstant("2 seconds") });
+
+  await expect.poll(() => cell("Run the backfill", 0).innerText(), { timeout: 5000 }).toBe("OPEN · waiting");
+  expect(await cell("Run the backfill", 0).getAttribute("class")).toContain("status-waiting");
+  expect(await waits("Run the backfill")).toBe("waiting on “Write the migration” (OPEN)");
+  expect(await cell("Write the migration", 0).innerText()).toBe("OPEN");
+  expect(await waits("Write the migration")).toBe("");
+  // A delay: the server's instant, in this page's time zone.
+  const zone = await page.evaluate(() => Intl.DateTimeFormat().resolvedOptions().timeZone);
+  await expect.poll(() => waits("Later today")).toContain(`waiting until ${hhmmss(later, zone)}`);
+
+  // The "waiting" chip lists the waiting issues only; its colour is its own, and the legend says what it means.
+  const chip = page.locator("#status-filter button.status-waiting");
+  await chip.click();
+  expect(await row("Run the backfill").count()).toBe(1);
+  expect(await row("Later today").count()).toBe(1);
+  expect(await row("Write the migration").count()).toBe(0);
+  await chip.click();
+  const colour = (title: string) => cell(title, 0).evaluate((el) => `${getComputedStyle(el).color} on ${getComputedStyle(el).backgroundColor}`);
+  expect(await colour("Run the backfill")).not.toBe(await colour("Write the migration"));
+  await page.getByText("What the columns mean").click();
+  expect(await page.locator("#legend").innerText()).toMatch(/waiting\s+An OPEN issue that no agent's claim takes yet/);
+  await page.getByText("What the columns mean").click();
+
+  // The blocker's status follows its lock changes; once it is DONE the dependent is ready, with no event of its own.
+  const run = (await agent.client.ok(Ops.StartRunDocument)).startRun.id;
+  await agent.client.ok(Ops.ClaimIssueDocument, { runId: run, issueId: migration });
+  await agent.client.ok(Ops.AcquireExecutionDocument, { runId: run, issueId: migration });
+  await expect.poll(() => waits("Run the backfill"), { timeout: 5000 }).toBe("waiting on “Write the migration” (IN_PROGRESS)");
+  await agent.client.ok(Ops.ReleaseIssueDocument, { runId: run, issueId: migration, outcome: "DONE" });
+  await expect.poll(() => cell("Run the backfill", 0).innerText(), { timeout: 5000 }).toBe("OPEN");
+  expect(await waits("Run the backfill")).toBe("");
+
+  // A CANCELLED blocker will never be DONE: said, in the alarm colour.
+  await co.board.ok(Ops.UpdateIssueDocument, { id: oldPlan, input: { status: "CANCELLED" } });
+  await expect.poll(() => waits("Stuck on the old plan"), { timeout: 5000 }).toBe("waiting on “Old plan” (CANCELLED: never DONE)");
+  expect(await row("Stuck on the old plan").locator("small.waits").getAttribute("class")).toContain("waits-cancelled");
+
+  // A delay ends on time (the database's wake-up writes no event): the row is ready without any notice.
+  await expect.poll(() => cell("In a moment", 0).innerText(), { timeout: 10_000 }).toBe("OPEN");
+  expect(await waits("In a moment")).toBe("");
+  expect(await cell("Later today", 0).innerText()).toBe("OPEN · waiting");
+});
+
+it("waiting: a delay ends by the server's clock, shown in the page's time zone, even on a page whose clock is two hours fast", async () => {
+  const later = await dbInstant("1 hour");
+  const earlier = await dbInstant("-1 minute");
+  await co.board.ok(Ops.CreateIssueDocument, { input: { title: "Delayed an hour", notBefore: later, priority: "LOW" } });
+  await co.board.ok(Ops.CreateIssueDocument, { input: { title: "Delay over", notBefore: earlier, priority: "LOW" } });
+  const zone = "Asia/Kathmandu";
+  const context = await browser.newContext({ timezoneId: zone });
+  await context.clock.install({ time: Date.now() + 2 * 3600_000 });
+  const other = await context.newPage();
+  try {
+    await other.goto(`${origin}/board`);
+    await other.getByLabel("Board key").fill(co.board.token!);
+    await other.getByRole("button", { name: "Sign in" }).click();
+    await other.locator("#board[data-loaded]").waitFor();
+    await other.getByLabel("Search").fill("Delay");
+    const otherRow = (title: string) => other.locator("#issues-body tr", { has: other.getByRole("button", { name: title, exact: true }) });
+    await expect.poll(() => otherRow("Delayed an hour").locator("td.status").innerText(), { timeout: 5000 }).toBe("OPEN · waiting");
+    expect(await otherRow("Delayed an hour").locator("small.waits").innerText()).toBe(`waiting until ${hhmmss(later, zone)}`);
+    expect(await otherRow("Delay over").locator("td.status").innerText()).toBe("OPEN");
+    // The panel says the same instant, and that it is the server's.
+    await otherRow("Delayed an hour").getByRole("button", { name: "Delayed an hour" }).click();
+    await expect
+      .poll(() => other.locator("#detail-fields").innerText())
+      .toMatch(new RegExp(`Not before\\s+${hhmmss(later, zone)} \\(the server's clock, in your time zone\\)`));
+  } finally {
+    await context.close();
+  }
+});
+
+it("issue panel: the parent as a link, sub-issues with their status, blockers with theirs; adds a dependency (by title or id) and removes one, refusing in words what cannot be", async () => {
+  const agent = co.agents[0]!;
+  const { createIssue: parent } = await co.board.ok(Ops.CreateIssueDocument, {
+    input: { title: "Ship the billing page", assigneeAgentId: agent.id, priority: "LOW" },
+  });
+  const run = (await agent.client.ok(Ops.StartRunDocument)).startRun.id;
+  await agent.client.ok(Ops.ClaimIssueDocument, { runId: run, issueId: parent.id });
+  const { createSubIssues } = await agent.client.ok(Ops.CreateSubIssuesDocument, {
+    runId: run,
+    parentId: parent.id,
+    inputs: [
+      { title: "Billing schema", assigneeAgentId: agent.id, priority: "LOW" },
+      { title: "Billing screens", assigneeAgentId: agent.id, priority: "LOW" },
+    ],
+    parentWaits: true,
+  });
+  if (createSubIssues.__typename !== "SubIssuesCreated") throw new Error(createSubIssues.__typename);
+  const [schema, screens] = createSubIssues.issues.map((i) => i.id) as [string, string];
+  await agent.client.ok(Ops.ReleaseIssueDocument, { runId: run, issueId: parent.id, outcome: "REQUEUE" });
+  // Two edges made in one transaction: in either order.
+  await expect
+    .poll(() => waits("Ship the billing page"), { timeout: 5000 })
+    .toMatch(/^waiting on (“Billing schema” \(OPEN\), “Billing screens” \(OPEN\)|“Billing screens” \(OPEN\), “Billing schema” \(OPEN\))$/);
+
+  const dialog = page.getByRole("dialog");
+  const blockers = dialog.locator("#detail-blockers");
+  const subs = dialog.locator("#detail-subissues");
+  const answer = dialog.locator("#dependency-answer");
+  const addDependency = async (typed: string) => {
+    await dialog.getByLabel("Wait on").fill(typed);
+    await dialog.getByRole("button", { name: "Add dependency" }).click();
+  };
+  const edges = async (issueId: string) =>
+    (await h.sql<{ blocked_by_id: string }>("SELECT blocked_by_id FROM issue_dependencies WHERE issue_id = $1 ORDER BY created_at", [issueId])).map(
+      (r) => r.blocked_by_id,
+    );
+
+  await row("Ship the billing page").getByRole("button", { name: "Ship the billing page" }).click();
+  await expect.poll(() => dialog.locator("#detail-parent").innerText()).toBe("None: a top-level issue.");
+  await expect.poll(() => lines(blockers)).toEqual(["Billing schema OPEN Remove", "Billing screens OPEN Remove"]);
+  expect(await lines(subs)).toEqual(["0 of 2 DONE", "Billing schema OPEN", "Billing screens OPEN"]);
+  expect(await dialog.locator("#detail-ready").innerText()).toMatch(
+    /^no: waiting on (“Billing schema” \(OPEN\), “Billing screens” \(OPEN\)|“Billing screens” \(OPEN\), “Billing schema” \(OPEN\))$/,
+  );
+
+  // A sub-issue's panel links back to its parent.
+  await subs.getByRole("button", { name: "Billing schema" }).click();
+  await expect.poll(() => dialog.locator("#detail-title").innerText()).toBe("Billing schema");
+  await expect.poll(() => dialog.locator("#detail-parent").innerText()).toBe("Ship the billing page OPEN");
+  await expect.poll(() => blockers.innerText()).toBe("Nothing: it waits on no other issue.");
+
+  // What the page can tell before sending: an empty field, an issue that is not there, itself.
+  await addDependency("");
+  await expect.poll(() => answer.innerText()).toBe("Type the id of the issue to wait on, or pick one from the list.");
+  await addDependency("No such issue");
+  await expect.poll(() => answer.innerText()).toBe("Not added: no issue of this company has the id or title “No such issue”.");
+  await addDependency(schema);
+  await expect.poll(() => answer.innerText()).toBe("Not added: an issue cannot wait on itself.");
+  expect(await edges(schema)).toEqual([]);
+
+  // Added by title: the panel and the row say so at once.
+  await addDependency("Billing screens");
+  await expect.poll(() => answer.innerText()).toBe("“Billing schema” now waits on “Billing screens”: it is claimed only once “Billing screens” is DONE.");
+  expect(await edges(schema)).toEqual([screens]);
+  await expect.poll(() => blockers.innerText()).toMatch(/^Billing screens OPEN\s*Remove$/);
+  await expect.poll(() => waits("Billing schema")).toBe("waiting on “Billing screens” (OPEN)");
+  await addDependency(screens.slice(0, 8));
+  await expect.poll(() => answer.innerText()).toBe("“Billing schema” already waits on “Billing screens”.");
+
+  // A cycle: the server refuses it with the path (the shortest), which the panel says as a chain of issues.
+  await blockers.getByRole("button", { name: "Billing screens", exact: true }).click();
+  await expect.poll(() => dialog.locator("#detail-title").innerText()).toBe("Billing screens");
+  await addDependency(parent.id);
+  await expect
+    .poll(() => answer.innerText())
+    .toBe("Not added: “Ship the billing page” waits on “Billing screens”, so “Billing screens” waiting on “Ship the billing page” would close a cycle.");
+  expect(await edges(screens)).toEqual([]);
+
+  // Removed from the parent: confirmed, then gone from the panel, the row and the database.
+  await dialog.locator("#detail-parent").getByRole("button", { name: "Ship the billing page" }).click();
+  await expect.poll(() => dialog.locator("#detail-title").innerText()).toBe("Ship the billing page");
+  await dialog.getByRole("button", { name: "Remove the dependency on “Billing schema”" }).click();
+  await expect.poll(() => answer.innerText()).toBe("“Ship the billing page” no longer waits on “Billing schema”.");
+  expect(asked.at(-1)).toMatch(/^Stop “Ship the billing page” waiting on “Billing schema”\?/);
+  expect(await edges(parent.id)).toEqual([screens]);
+  await expect.poll(() => blockers.innerText()).toMatch(/^Billing screens OPEN\s*Remove$/);
+  await expect.poll(() => waits("Ship the billing page")).toBe("waiting on “Billing screens” (OPEN)");
+
+  // The sub-issues' statuses are live: one DONE, and the parent ready once its last blocker is.
+  await agent.client.ok(Ops.ClaimIssueDocument, { runId: run, issueId: screens });
+  await agent.client.ok(Ops.AcquireExecutionDocument, { runId: run, issueId: screens });
+  await agent.client.ok(Ops.ReleaseIssueDocument, { runId: run, issueId: screens, outcome: "DONE" });
+  await expect.poll(() => lines(subs), { timeout: 5000 }).toEqual(["1 of 2 DONE", "Billing schema OPEN", "Billing screens DONE"]);
+  await expect.poll(() => blockers.innerText()).toMatch(/^Billing screens DONE\s*Remove$/);
+  expect(await dialog.locator("#detail-ready").innerText()).toBe("yes: an agent's claim may take it");
+  await dialog.getByRole("button", { name: "Close" }).click();
+  expect(await cell("Ship the billing page", 0).innerText()).toBe("OPEN");
+});
+
+it("issue panel: a longer cycle is said along its whole path, and a delay is cleared from the panel", async () => {
+  const create = async (title: string, input: Partial<Ops.CreateIssueInput> = {}) =>
+    (await co.board.ok(Ops.CreateIssueDocument, { input: { title, priority: "LOW", ...input } })).createIssue.id;
+  const first = await create("Step one");
+  const second = await create("Step two", { blockedBy: [first] });
+  await create("Step three", { blockedBy: [second] });
+  await create("Not before next week", { notBefore: await dbInstant("7 days") });
+  const dialog = page.getByRole("dialog");
+  await expect.poll(() => row("Step one").count(), { timeout: 5000 }).toBe(1);
+  await row("Step one").getByRole("button", { name: "Step one" }).click();
+  await dialog.getByLabel("Wait on").fill("Step three");
+  await dialog.getByRole("button", { name: "Add dependency" }).click();
+  await expect
+    .poll(() => dialog.locator("#dependency-answer").innerText())
+    .toBe("Not added: “Step three” waits on “Step two”, which waits on “Step one”, so “Step one” waiting on “Step three” would close a cycle.");
+  await dialog.getByRole("button", { name: "Close" }).click();
+
+  await expect.poll(() => cell("Not before next week", 0).innerText(), { timeout: 5000 }).toBe("OPEN · waiting");
+  await row("Not before next week").getByRole("button", { name: "Not before next week" }).click();
+  await dialog.getByRole("button", { name: "Clear the delay" }).click();
+  await expect.poll(() => dialog.locator("#action-answer").innerText()).toBe("IssueUpdated: the issue is OPEN.");
+  expect(asked.at(-1)).toBe("Clear this issue's delay? Agents may claim it now.");
+  expect(await dialog.locator("#detail-fields").innerText()).toMatch(/Not before\s+no delay/);
+  expect(await dialog.getByRole("button", { name: "Clear the delay" }).isVisible()).toBe(false);
+  await dialog.getByRole("button", { name: "Close" }).click();
+  expect(await cell("Not before next week", 0).innerText()).toBe("OPEN");
+});
+
+it("creates an issue with blocked by, not before, retry delay, max execution and an idempotency key; bad ones are named first, and the same key again creates nothing and says so", async () => {
+  const count = async () => Number((await h.one<{ n: string }>("SELECT count(*) AS n FROM issues WHERE company_id = $1", [co.id])).n);
+  const before = await count();
+  await page.getByText("New issue", { exact: true }).click();
+  const form = page.locator("#create-form");
+  const said = page.locator("#create-answer");
+  const submit = () => form.getByRole("button", { name: "Create issue" }).click();
+  await form.getByLabel("Title (required)").fill("Made with a graph");
+  await form.getByLabel("Priority").selectOption("MEDIUM");
+  await form.getByLabel("Assignee").selectOption("");
+  await form.getByLabel("Concurrency key").fill("");
+  await form.getByLabel("Max attempts").fill("3");
+  for (const [label, value, words] of [
+    ["Blocked by", "zzzzzzzz", "Blocked by: no issue of this company has an id that starts with “zzzzzzzz”."],
+    ["Blocked by", "", ""],
+    ["Retry delay (s)", "86401", "Retry delay must be a whole number of seconds from 0 to 86,400 (a day)."],
+    ["Retry delay (s)", "30", ""],
+    ["Max execution (s)", "1.5", "Max execution must be a whole number of seconds from 1 to 604,800 (a week), or empty for no limit."],
+    ["Max execution (s)", "600", ""],
+  ] as const) {
+    await form.getByLabel(label).fill(value);
+    if (!words) continue;
+    await submit();
+    await expect.poll(() => said.innerText()).toBe(words);
+  }
+  expect(await count()).toBe(before);
+
+  // Blocked by an issue (its id's first 8 characters), an hour from now in this page's time zone, with a key.
+  await form.getByLabel("Blocked by").fill(`${issues.free.slice(0, 8)}, ${issues.free}`);
+  const local = await page.evaluate(() => {
+    const at = new Date(Date.now() + 3600_000);
+    at.setMilliseconds(0);
+    const pad = (n: number) => String(n).padStart(2, "0");
+    return {
+      iso: at.toISOString(),
+      field: `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`,
+      zone: Intl.DateTimeFormat().resolvedOptions().timeZone,
+    };
+  });
+  await form.getByLabel("Not before").fill(local.field);
+  await form.getByLabel("Idempotency key").fill("board-graph-1");
+  await submit();
+  await expect
+    .poll(() => said.innerText())
+    .toBe(`Created “Made with a graph” (OPEN, MEDIUM), waiting on “Nobody holds this” (OPEN); until ${hhmmss(local.iso, local.zone)}.`);
+  const made = await h.one<{ id: string; not_before: Date; retry_delay_seconds: number; max_execution_seconds: number; idempotency_key: string }>(
+    "SELECT id, not_before, retry_delay_seconds, max_execution_seconds, idempotency_key FROM issues WHERE title = $1",
+    ["Made with a graph"],
+  );
+  expect(made).toMatchObject({ retry_delay_seconds: 30, max_execution_seconds: 600, idempotency_key: "board-graph-1" });
+  expect(made.not_before.toISOString()).toBe(local.iso);
+  expect((await h.sql("SELECT blocked_by_id FROM issue_dependencies WHERE issue_id = $1", [made.id])).map((r) => r.blocked_by_id)).toEqual([issues.free]);
+  expect(await form.getByLabel("Idempotency key").inputValue()).toBe("");
+  await expect.poll(() => cell("Made with a graph", 0).innerText()).toBe("OPEN · waiting");
+
+  // The same key again: the server answers the issue it has, and the page says nothing was created.
+  await form.getByLabel("Title (required)").fill("Made twice?");
+  await form.getByLabel("Idempotency key").fill("board-graph-1");
+  await submit();
+  await expect.poll(() => said.innerText()).toBe("Nothing created: the issue with idempotency key “board-graph-1” exists already: “Made with a graph” (OPEN).");
+  expect(await count()).toBe(before + 1);
+  for (const label of ["Blocked by", "Not before", "Idempotency key", "Max execution (s)"]) await form.getByLabel(label).fill("");
+  await form.getByLabel("Retry delay (s)").fill("0");
+  await page.getByText("New issue", { exact: true }).click();
+});
+
+it("audit: waitingOnCancelled counts the OPEN issues that wait on a CANCELLED blocker, listed with links; removing the dependency brings it to 0; miscountedWaits is 0", async () => {
+  const figure = (key: string) => page.locator(`[data-figure=${key}]`);
+  await page.getByRole("tab", { name: "Audit" }).click();
+  await figure("doubleClaims").waitFor();
+  await expect.poll(() => page.locator("#audit-figures").innerText()).toMatch(/Waiting on a cancelled blocker\s+1\s/);
+  expect(await figure("waitingOnCancelled").getAttribute("class")).toContain("figure-pending");
+  expect(await figure("waitingOnCancelled").innerText()).toContain("Waiting on a cancelled blocker");
+  expect(await figure("miscountedWaits").locator("strong").innerText()).toBe("0");
+  expect(await figure("miscountedWaits").getAttribute("class")).toContain("figure-good");
+  const stuck = page.locator("#audit-stuck");
+  expect(await stuck.innerText()).toBe("Stuck on the old plan waits on “Old plan” (CANCELLED)");
+
+  await stuck.getByRole("button", { name: "Stuck on the old plan" }).click();
+  const dialog = page.getByRole("dialog");
+  await expect
+    .poll(() => dialog.locator("#detail-blockers").innerText())
+    .toMatch(/^Old plan CANCELLED — it will never be DONE: this issue waits until the dependency is removed\s*Remove$/);
+  await dialog.getByRole("button", { name: "Remove the dependency on “Old plan”" }).click();
+  await expect.poll(() => dialog.locator("#dependency-answer").innerText()).toBe("“Stuck on the old plan” no longer waits on “Old plan”.");
+  await dialog.getByRole("button", { name: "Close" }).click();
+  await page.locator("#audit-refresh").click();
+  await expect.poll(() => figure("waitingOnCancelled").locator("strong").innerText()).toBe("0");
+  expect(await figure("waitingOnCancelled").getAttribute("class")).toContain("figure-good");
+  expect(await page.locator("#audit-stuck-section").isVisible()).toBe(false);
+  await page.getByRole("tab", { name: "Issues" }).click();
+  expect(await cell("Stuck on the old plan", 0).innerText()).toBe("OPEN");
+});
+
+it("live: a dependency added and removed by another client, and sub-issues an agent makes, show as they commit; the board's own changes show at once even with no notice", async () => {
+  const agent = co.agents[0]!;
+  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
+    inputs: [
+      { title: "Edited elsewhere", assigneeAgentId: agent.id, priority: "LOW" },
+      { title: "Its new blocker", priority: "LOW" },
+    ],
+  });
+  const [edited, blocker] = createIssues.map((i) => i.id) as [string, string];
+  await expect.poll(() => cell("Edited elsewhere", 0).innerText(), { timeout: 5000 }).toBe("OPEN");
+  await row("Edited elsewhere").getByRole("button", { name: "Edited elsewhere" }).click();
+  const dialog = page.getByRole("dialog");
+  await expect.poll(() => dialog.locator("#detail-blockers").innerText()).toBe("Nothing: it waits on no other issue.");
+
+  // Another client (the API, not this page): no ledger event, an issuesChanged notice.
+  expect((await co.board.ok(Ops.AddDependencyDocument, { issueId: edited, blockedById: blocker })).addDependency.__typename).toBe("DependencyAdded");
+  await expect.poll(() => waits("Edited elsewhere"), { timeout: 5000 }).toBe("waiting on “Its new blocker” (OPEN)");
+  await expect.poll(() => dialog.locator("#detail-blockers").innerText(), { timeout: 5000 }).toMatch(/^Its new blocker OPEN\s*Remove$/);
+  expect((await co.board.ok(Ops.RemoveDependencyDocument, { issueId: edited, blockedById: blocker })).removeDependency.__typename).toBe("DependencyRemoved");
+  await expect.poll(() => waits("Edited elsewhere"), { timeout: 5000 }).toBe("");
+  await expect.poll(() => dialog.locator("#detail-blockers").innerText(), { timeout: 5000 }).toBe("Nothing: it waits on no other issue.");
+
+  // Sub-issues made by the agent holding it appear in its open panel.
+  const run = (await agent.client.ok(Ops.StartRunDocument)).startRun.id;
+  await agent.client.ok(Ops.ClaimIssueDocument, { runId: run, issueId: edited });
+  await agent.client.ok(Ops.CreateSubIssuesDocument, { runId: run, parentId: edited, inputs: [{ title: "Split off live", priority: "LOW" }] });
+  await expect.poll(() => dialog.locator("#detail-subissues").innerText(), { timeout: 5000 }).toMatch(/^0 of 1 DONE\s+Split off live OPEN$/);
+  await dialog.getByRole("button", { name: "Close" }).click();
+
+  // A page that hears no issuesChanged notice at all (its stream refused): its own add and remove still show at once.
+  const deaf = await browser.newPage();
+  try {
+    await deaf.route("**/graphql", (route) => ((route.request().postData() ?? "").includes("BoardIssuesChanged") ? route.abort() : route.fallback()));
+    await deaf.goto(`${origin}/board`);
+    await deaf.getByLabel("Board key").fill(co.board.token!);
+    await deaf.getByRole("button", { name: "Sign in" }).click();
+    await deaf.locator("#board[data-loaded]").waitFor({ timeout: 15_000 });
+    await deaf.getByLabel("Search").fill("Its new blocker");
+    await deaf.locator("#issues-body").getByRole("button", { name: "Its new blocker" }).click();
+    const deafDialog = deaf.getByRole("dialog");
+    await deafDialog.getByLabel("Wait on").fill("Split off live");
+    await deafDialog.getByRole("button", { name: "Add dependency" }).click();
+    await expect
+      .poll(() => deafDialog.locator("#dependency-answer").innerText())
+      .toBe("“Its new blocker” now waits on “Split off live”: it is claimed only once “Split off live” is DONE.");
+    await expect.poll(() => deafDialog.locator("#detail-blockers").innerText()).toMatch(/^Split off live OPEN\s*Remove$/);
+    await deafDialog.getByRole("button", { name: "Close" }).click();
+    const deafWaits = deaf.locator("#issues-body tr", { has: deaf.getByRole("button", { name: "Its new blocker", exact: true }) }).locator("small.waits");
+    await expect.poll(() => deafWaits.innerText()).toBe("waiting on “Split off live” (OPEN)");
+  } finally {
+    await deaf.close();
+  }
 });
 
 it("ledger retention: after a drop past which history was pruned, it reloads (not retrying the same afterSeq), says so, and stays live; the issue panel shows the pruned part", async () => {

@@ -1,10 +1,13 @@
-// One issue, opened from any view: its fields, its whole history from the
-// ledger, and the operator's fixes (force-release with a reason, requeue,
-// cancel, change the concurrency key, raise max attempts), each offered only
-// where the issue's status allows it (actionsFor). Each fix is confirmed
-// first and its answer, a Problem included, is shown as the server gave it.
+// One issue, opened from any view: its fields (whether it is ready, and if
+// not what it waits on), its place in the work graph (views/graph.ts), its
+// whole history from the ledger, and the operator's fixes (force-release with
+// a reason, requeue, cancel, change the concurrency key, raise max attempts,
+// clear a delay), each offered only where the issue's status allows it
+// (actionsFor). Each fix is confirmed first and its answer, a Problem
+// included, is shown as the server gave it.
 import type { Api } from "../api.js";
 import { ApiError, prunedThrough } from "../api.js";
+import { clockTime } from "../clock.js";
 import { byId, fill, h, shortId, span } from "../dom.js";
 import {
   BoardForceReleaseDocument,
@@ -17,6 +20,8 @@ import type { UpdateIssueInput } from "../generated/graphql.js";
 import { actionsFor, health } from "../store.js";
 import type { Issue, LockEvent, Store } from "../store.js";
 import { eventLine } from "./events.js";
+import { GraphPanel } from "./graph.js";
+import { blockerWords } from "./waiting.js";
 
 type Answer = { __typename: string; message?: string; issue?: Issue };
 /**
@@ -37,12 +42,17 @@ export class DetailView {
   private raiseSetFor = "";
   /** The same for the key field. */
   private keySetFor: string | null = null;
+  private readonly graph: GraphPanel;
+  /** Reads of the open issue run one at a time; a notice during one reads it once more after. */
+  private rereading: Promise<void> | null = null;
+  private rereadAgain = false;
 
   constructor(
     private readonly api: Api,
     private readonly store: Store,
     private readonly companyId: string,
   ) {
+    this.graph = new GraphPanel(api, store, (id) => void this.open(id));
     byId("detail-close").addEventListener("click", () => this.dialog.close());
     this.dialog.addEventListener("close", () => {
       this.issueId = null;
@@ -59,6 +69,7 @@ export class DetailView {
     });
     byId("requeue").addEventListener("click", () => void this.update("Requeue this issue (back to OPEN)?", { status: "OPEN" }));
     byId("cancel-issue").addEventListener("click", () => void this.update("Cancel this issue? No agent will claim it again.", { status: "CANCELLED" }));
+    byId("clear-delay").addEventListener("click", () => void this.update("Clear this issue's delay? Agents may claim it now.", { notBefore: null }));
     byId("key-form").addEventListener("submit", (e) => {
       e.preventDefault();
       // Keys are compared exactly: sent as typed; an empty field is the unkeyed pool (null).
@@ -118,19 +129,47 @@ export class DetailView {
     byId<HTMLTextAreaElement>("force-reason").value = "";
     byId("detail-description").textContent = "";
     byId("detail-title").textContent = this.store.issues.get(issueId)?.title ?? "";
+    this.graph.show(issueId);
     this.render();
     if (!this.dialog.open) this.dialog.showModal();
     try {
-      const { issue } = await this.api.request(BoardIssueDetailDocument, { id: issueId });
-      if (this.issueId !== issueId) return;
-      if (issue) {
-        this.store.putIssue(issue);
-        byId("detail-description").textContent = issue.description ?? "";
-      }
+      await this.readIssue(issueId);
       await this.loadHistory();
     } catch (err) {
       this.say(err instanceof ApiError ? `${err.code}: ${err.message}` : "could not read the issue");
     }
+  }
+
+  /** The open issue read again: its fields, description and blockers. */
+  private async readIssue(issueId: string): Promise<void> {
+    const { issue } = await this.api.request(BoardIssueDetailDocument, { id: issueId });
+    if (this.issueId !== issueId || !issue) return;
+    this.graph.set(issue);
+    byId("detail-description").textContent = issue.description ?? "";
+    this.store.changed();
+  }
+
+  /**
+   * Issues changed without a lock event (issuesChanged: an edit, a dependency
+   * added or removed, sub-issues made): the open one is read again, for the
+   * blockers its notice does not carry.
+   */
+  onIssuesChanged(ids: readonly string[]): void {
+    const id = this.issueId;
+    if (!id || !ids.includes(id)) return;
+    if (this.rereading) {
+      this.rereadAgain = true;
+      return;
+    }
+    this.rereading = this.readIssue(id)
+      .catch(() => {})
+      .finally(() => {
+        this.rereading = null;
+        if (this.rereadAgain) {
+          this.rereadAgain = false;
+          this.onIssuesChanged([id]);
+        }
+      });
   }
 
   /** The open issue's events after the last one shown, a page at a time; queued behind any read in progress. */
@@ -187,8 +226,12 @@ export class DetailView {
     if (!issue) return;
     const run = this.store.holderRun(issue);
     const held = issue.checkoutRunId ?? issue.executionRunId;
+    const serverNow = this.api.clock.now(now);
+    const waiting = this.store.waiting(issue, serverNow);
+    const graph = this.graph.graph();
     byId("detail-title").textContent = issue.title;
-    const field = (label: string, value: string) => [h("dt", {}, label), h("dd", {}, value)];
+    const field = (label: string, value: string, attrs: Record<string, string> = {}) => [h("dt", {}, label), h("dd", attrs, value)];
+    const delayAhead = issue.notBefore !== null && Date.parse(issue.notBefore) > serverNow;
     fill(
       byId("detail-fields"),
       ...field("Id", issue.id),
@@ -208,14 +251,53 @@ export class DetailView {
       ),
       ...field("Lock epoch", String(issue.lockEpoch)),
       ...field("Attempts", `${issue.attemptCount} of ${issue.maxAttempts}`),
+      ...(issue.status === "OPEN"
+        ? field(
+            "Ready",
+            waiting
+              ? [
+                  "no: waiting",
+                  waiting.on.length > 0 ? ` on ${waiting.on.map((b) => blockerWords(this.store, b, true)).join(", ")}` : "",
+                  waiting.until ? `${waiting.on.length > 0 ? ";" : ""} until ${clockTime(waiting.until, serverNow)}` : "",
+                  waiting.exhausted ? `${waiting.on.length > 0 || waiting.until ? ";" : ""} no attempt left (raise max attempts)` : "",
+                ].join("")
+              : "yes: an agent's claim may take it",
+            { id: "detail-ready", class: waiting ? "waiting" : "" },
+          )
+        : []),
+      ...field(
+        "Not before",
+        issue.notBefore === null
+          ? "no delay"
+          : `${clockTime(issue.notBefore, serverNow)} (the server's clock, in your time zone)${delayAhead ? "" : ": passed"}`,
+      ),
+      ...field(
+        "Retry delay",
+        graph === null
+          ? "…"
+          : graph.retryDelaySeconds === 0
+            ? "none: a failed attempt may be retried at once"
+            : `${graph.retryDelaySeconds} s after the first failed attempt, doubling after each (at most a day)`,
+      ),
+      ...field(
+        "Max execution",
+        graph === null
+          ? "…"
+          : graph.maxExecutionSeconds === null
+            ? "no limit"
+            : `${span(graph.maxExecutionSeconds * 1000)} (then the recovery sweep takes it back)`,
+      ),
+      ...field("Idempotency key", graph === null ? "…" : (graph.idempotencyKey ?? "none")),
     );
     const allowed = actionsFor(issue);
     byId("force-release-form").hidden = !allowed.forceRelease;
     byId("requeue").hidden = !allowed.requeue;
     byId("cancel-issue").hidden = !allowed.cancel;
+    byId("clear-delay").hidden = !(allowed.edit && delayAhead);
     byId("key-form").hidden = !allowed.edit;
     byId("raise-form").hidden = !allowed.edit;
     byId("actions-none").hidden = allowed.forceRelease || allowed.requeue || allowed.cancel || allowed.edit;
+    this.graph.render(issue, serverNow);
     const raise = byId<HTMLInputElement>("raise-max");
     if (this.raiseSetFor !== `${issue.id}:${issue.maxAttempts}`) {
       this.raiseSetFor = `${issue.id}:${issue.maxAttempts}`;

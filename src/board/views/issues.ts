@@ -4,11 +4,14 @@
 // clock) never rebuilds the table or moves the keyboard focus. DONE and
 // CANCELLED issues are shown only when asked for (the "Show DONE and
 // CANCELLED" box, or their chip). Rows can be selected, on the page shown
-// only, for the bulk actions (views/bulk.ts).
+// only, for the bulk actions (views/bulk.ts). An OPEN issue that is not ready
+// says "waiting", and under its title on what (views/waiting.ts); the
+// "waiting" chip lists those.
 import { byId, counted, fill, h, keepFocus, setText, shortId, span } from "../dom.js";
 import { health, PRIORITY_ORDER, STATUSES, TERMINAL } from "../store.js";
 import type { Issue, Store } from "../store.js";
 import type { IssueStatus } from "../generated/graphql.js";
+import { waitingWords, waitsOnCancelled } from "./waiting.js";
 
 const PAGE_SIZE = 100;
 
@@ -40,15 +43,20 @@ const TITLE_CELL = COLUMNS.findIndex((c) => c.key === "title");
 const BEAT_CELL = COLUMNS.findIndex((c) => c.key === "heartbeat");
 const KEY_CELL = COLUMNS.findIndex((c) => c.key === "key");
 
+/** The chip after the statuses' that lists the waiting issues (OPEN, not ready). */
+const WAITING = "waiting";
+
 interface Row {
   tr: HTMLTableRowElement;
   box: HTMLInputElement;
   cells: HTMLTableCellElement[];
+  /** Under the title: what a waiting issue waits on. */
+  waits: HTMLElement;
   shown: string[];
 }
 
 export class IssuesView {
-  private readonly statuses = new Set<IssueStatus>();
+  private readonly statuses = new Set<IssueStatus | typeof WAITING>();
   /** Whether DONE and CANCELLED issues are listed when no chip picks statuses. */
   private showFinished = false;
   /** Selected issues: always a subset of the rows shown. */
@@ -60,14 +68,18 @@ export class IssuesView {
   private sort: { key: SortKey; dir: 1 | -1 } = { key: "priority", dir: 1 };
   private page = 0;
   private readonly rows = new Map<string, Row>();
-  private readonly chips = new Map<IssueStatus, { button: HTMLButtonElement; count: HTMLSpanElement }>();
+  private readonly chips = new Map<IssueStatus | typeof WAITING, { button: HTMLButtonElement; count: HTMLSpanElement }>();
   private readonly tbody = byId<HTMLTableSectionElement>("issues-body");
+  /** The server's clock at the last render (a delay ends by it, not by this page's clock). */
+  private serverNow = 0;
 
   constructor(
     private readonly store: Store,
     private readonly open: (issueId: string) => void,
     /** Called when the selection changes. */
     private readonly onSelect: () => void = () => {},
+    /** The server's time (ms) when this page's clock reads `now`. */
+    private readonly serverTime: (now: number) => number = (now) => now,
   ) {
     byId<HTMLInputElement>("show-finished").addEventListener("change", (e) => {
       this.showFinished = (e.target as HTMLInputElement).checked;
@@ -132,7 +144,7 @@ export class IssuesView {
     this.render(Date.now());
   }
 
-  private toggleStatus(status: IssueStatus) {
+  private toggleStatus(status: IssueStatus | typeof WAITING) {
     if (this.statuses.has(status)) this.statuses.delete(status);
     else this.statuses.add(status);
     this.page = 0;
@@ -140,9 +152,9 @@ export class IssuesView {
   }
 
   /** The status chips with their counts (built once, so focus stays), and the agent filter's choices. */
-  private renderFilters() {
+  private renderFilters(waiting: number) {
     const counts = this.store.counts();
-    for (const status of STATUSES) {
+    for (const status of [...STATUSES, WAITING] as const) {
       let chip = this.chips.get(status);
       if (!chip) {
         chip = {
@@ -154,9 +166,10 @@ export class IssuesView {
         this.chips.set(status, chip);
       }
       const on = this.statuses.has(status);
+      const what = status === WAITING ? "the waiting issues (OPEN, not ready)" : status;
       chip.button.setAttribute("aria-pressed", String(on));
-      chip.button.title = on ? `Showing ${status}: click to stop filtering by it` : `Show only ${status} (with any other chip that is on)`;
-      chip.count.textContent = String(counts.get(status) ?? 0);
+      chip.button.title = on ? `Showing ${what}: click to stop filtering by it` : `Show only ${what} (with any other chip that is on)`;
+      setText(chip.count, String(status === WAITING ? waiting : (counts.get(status) ?? 0)));
     }
     const finished = (counts.get("DONE") ?? 0) + (counts.get("CANCELLED") ?? 0);
     setText(byId("show-finished-label"), `Show DONE and CANCELLED (${finished.toLocaleString("en")})`);
@@ -170,8 +183,15 @@ export class IssuesView {
     }
   }
 
-  private matches(issue: Issue): boolean {
-    if (this.statuses.size > 0 ? !this.statuses.has(issue.status) : !this.showFinished && TERMINAL.has(issue.status)) return false;
+  /** Whether an issue is OPEN but not ready now. */
+  private isWaiting(issue: Issue): boolean {
+    return issue.status === "OPEN" && this.store.waiting(issue, this.serverNow) !== null;
+  }
+
+  private matches(issue: Issue, waiting: boolean): boolean {
+    if (this.statuses.size > 0) {
+      if (!this.statuses.has(issue.status) && !(waiting && this.statuses.has(WAITING))) return false;
+    } else if (!this.showFinished && TERMINAL.has(issue.status)) return false;
     if (this.agent) {
       const holder = this.store.holderRun(issue);
       if (issue.assigneeAgentId !== this.agent && holder?.agentId !== this.agent) return false;
@@ -187,10 +207,11 @@ export class IssuesView {
   }
 
   /** The visible order: each issue's sort key computed once, then one sort (10,000 issues in a few ms). */
-  private sorted(issues: Issue[], now: number): Issue[] {
+  private sorted(issues: Issue[], now: number, waiting: ReadonlySet<string>): Issue[] {
     const store = this.store;
     const keyOf: Record<SortKey, (i: Issue) => string | number> = {
-      status: (i) => STATUSES.indexOf(i.status),
+      // A waiting issue after the OPEN ones that are ready.
+      status: (i) => STATUSES.indexOf(i.status) + (waiting.has(i.id) ? 0.5 : 0),
       title: (i) => i.title.toLowerCase(),
       priority: (i) => PRIORITY_ORDER[i.priority],
       key: (i) => i.concurrencyKey ?? "",
@@ -211,8 +232,8 @@ export class IssuesView {
     return keyed.map((k) => k.issue);
   }
 
-  /** The cells of one issue, as text, and the class of its heartbeat cell. */
-  private cellsOf(issue: Issue, now: number): { text: string[]; beat: string } {
+  /** The cells of one issue, as text (then the line under the title), and the class of its heartbeat cell. */
+  private cellsOf(issue: Issue, now: number): { text: string[]; beat: string; waiting: "" | "waiting" | "cancelled" } {
     const run = this.store.holderRun(issue);
     const held = issue.checkoutRunId ?? issue.executionRunId;
     let holder = "";
@@ -224,9 +245,10 @@ export class IssuesView {
       holder = `${who} · ${state === "dead" ? `dead (${age})` : state === "warn" ? `${age}, overdue` : age}`;
       beat = state;
     }
+    const waits = this.store.waiting(issue, this.serverNow);
     return {
       text: [
-        issue.status,
+        waits ? `${issue.status} · waiting` : issue.status,
         issue.title,
         issue.priority,
         issue.concurrencyKey ?? "",
@@ -235,8 +257,10 @@ export class IssuesView {
         String(issue.lockEpoch),
         `${issue.attemptCount} / ${issue.maxAttempts}`,
         new Date(issue.createdAt).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" }),
+        waits ? waitingWords(this.store, waits, this.serverNow) : "",
       ],
       beat,
+      waiting: waits === null ? "" : waitsOnCancelled(waits) ? "cancelled" : "waiting",
     };
   }
 
@@ -245,7 +269,8 @@ export class IssuesView {
     if (!row) {
       const cells = COLUMNS.map(() => h("td"));
       const title = h("button", { type: "button", class: "link", "data-focus": `issue:${issue.id}`, onclick: () => this.open(issue.id) });
-      cells[TITLE_CELL]!.append(title);
+      const waits = h("small", { class: "waits", hidden: true });
+      cells[TITLE_CELL]!.append(title, waits);
       cells[KEY_CELL]!.append(h("span", { class: "key" }));
       const id = issue.id;
       const box = h("input", { type: "checkbox", "data-focus": `select:${id}` });
@@ -255,17 +280,21 @@ export class IssuesView {
         this.render(Date.now());
         this.onSelect();
       });
-      row = { tr: h("tr", { "data-issue": id }, h("td", { class: "select" }, box), ...cells), box, cells, shown: [] };
+      row = { tr: h("tr", { "data-issue": id }, h("td", { class: "select" }, box), ...cells), box, cells, waits, shown: [] };
       this.rows.set(issue.id, row);
     }
     return row;
   }
 
   render(now: number): void {
-    this.renderFilters();
+    this.serverNow = this.serverTime(now);
+    const waiting = new Set<string>();
+    for (const issue of this.store.issues.values()) if (this.isWaiting(issue)) waiting.add(issue.id);
+    this.renderFilters(waiting.size);
     const all = this.sorted(
-      [...this.store.issues.values()].filter((i) => this.matches(i)),
+      [...this.store.issues.values()].filter((i) => this.matches(i, waiting.has(i.id))),
       now,
+      waiting,
     );
     const pages = Math.max(1, Math.ceil(all.length / PAGE_SIZE));
     this.page = Math.min(Math.max(this.page, 0), pages - 1);
@@ -286,9 +315,14 @@ export class IssuesView {
       const title = issue.title;
       row.box.checked = this.selected.has(issue.id);
       if (row.shown[TITLE_CELL] !== title) row.box.setAttribute("aria-label", `Select “${title}”`);
-      const { text, beat } = this.cellsOf(issue, now);
+      const { text, beat, waiting: waits } = this.cellsOf(issue, now);
       text.forEach((value, i) => {
         if (row.shown[i] === value) return;
+        if (i === COLUMNS.length) {
+          row.waits.textContent = value;
+          row.waits.hidden = value === "";
+          return;
+        }
         const cell = row.cells[i]!;
         if (i === TITLE_CELL) cell.firstElementChild!.textContent = value;
         else if (i === KEY_CELL) {
@@ -298,7 +332,8 @@ export class IssuesView {
         } else cell.textContent = value;
       });
       row.shown = text;
-      row.cells[STATUS_CELL]!.className = `status status-${issue.status}`;
+      row.cells[STATUS_CELL]!.className = waits ? `status status-waiting${waits === "cancelled" ? " waits-cancelled" : ""}` : `status status-${issue.status}`;
+      row.waits.className = waits === "cancelled" ? "waits waits-cancelled" : "waits";
       row.cells[BEAT_CELL]!.className = beat ? `beat beat-${beat}` : "beat";
       const changedAt = this.store.recentlyChanged.get(issue.id);
       row.tr.classList.toggle("changed", changedAt !== undefined && now - changedAt < 1500);
