@@ -268,7 +268,7 @@ export function responseSizeLimit(limits: Limits, onRefused: (limit: string) => 
       new LimitExceededError(
         "maxResponseChars",
         limits.maxResponseChars,
-        `the answer could be ${chars} characters long: ask for fewer rows, or leave out large fields such as description`,
+        `the answer could be ${chars} characters long: ask for fewer rows, or leave out large fields such as description, payload and result`,
       ),
     );
   };

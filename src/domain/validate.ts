@@ -97,7 +97,7 @@ export function serialiseJson(name: string, value: unknown): string | null {
 }
 
 /** How deeply payload and result may nest (objects and arrays). */
-export const MAX_JSON_DEPTH = 64;
+const MAX_JSON_DEPTH = 64;
 
 /** The nesting depth of a JSON value, walked without recursion (a hostile value cannot overflow the stack); stops past MAX_JSON_DEPTH. */
 function jsonDepth(value: unknown): number {
@@ -121,7 +121,7 @@ export function validateSeconds(name: string, value: number, min: number, max: n
 
 export const MAX_RETRY_SECONDS = 86_400;
 export const MAX_EXECUTION_SECONDS = 604_800;
-export const MAX_IDEMPOTENCY_KEY_LENGTH = 200;
+const MAX_IDEMPOTENCY_KEY_LENGTH = 200;
 
 /** An idempotency key: 1..200 characters, compared exactly. */
 export function validateIdempotencyKey(key: string): string {

@@ -1,12 +1,20 @@
 // Pages of issues (Query.issues, Issue.subIssues): keyset cursors over
 // (created_at, id), and the connection shape.
 import { listIssues } from "../reads/lists.js";
-import type { IssueStatus } from "../domain/types.js";
+import type { Issue, IssueStatus } from "../domain/types.js";
 import { InvalidInputError } from "../domain/errors.js";
 import { validateId } from "../domain/validate.js";
 import { PAGE_LIMITS, pageSize } from "../bounds/pages.js";
 import type { Context } from "./context.js";
-import type { IssueConnection } from "./types/issue.js";
+
+export interface IssueEdge {
+  cursor: string;
+  node: Issue;
+}
+export interface IssueConnection {
+  edges: IssueEdge[];
+  pageInfo: { hasNextPage: boolean; endCursor: string | null };
+}
 
 const encodeCursor = (id: string) => Buffer.from(`issue:${id}`).toString("base64url");
 

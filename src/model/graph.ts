@@ -35,9 +35,9 @@ export interface CreateInput {
   payload?: Json;
 }
 
-export const MAX_ISSUES_PER_CALL = 1000;
-export const MAX_SUB_ISSUES_PER_CALL = 100;
-export const MAX_BLOCKERS = 100;
+const MAX_ISSUES_PER_CALL = 1000;
+const MAX_SUB_ISSUES_PER_CALL = 100;
+const MAX_BLOCKERS = 100;
 
 /** An input's own checks (BAD_USER_INPUT), as the API makes them before it reads anything. */
 function refuseInput(state: State, input: CreateInput, where: string): ErrorAnswer | null {

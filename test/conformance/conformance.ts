@@ -34,7 +34,7 @@ import {
 import type { Command, Event, InitialStateInput, IssueInput, IssueStatus, State, UpdateIssueInput } from "../../src/model/index.js";
 import { bindNewRuns, normAnswer, normModelState, UNKNOWN_ISSUE, UNKNOWN_RUN } from "./adapter.js";
 import type { Names, NormAnswer, NormState, RealAnswer, RealWorld, Sequence } from "./adapter.js";
-import { MODEL_SIDE, realSide, strict } from "./norm.js";
+import { MODEL_SIDE, realSide } from "./norm.js";
 import { TIME_UPDATES, graphArbs, graphRaceArb, issueGraphArb, resolveCreate, resolveUpdate, resultArb, retryAfterArb, withGraph } from "./workGraph.js";
 import type { AbstractUpdate, GraphAbstract } from "./workGraph.js";
 
@@ -484,22 +484,6 @@ function cycleOfModel(s: State, real: RealAnswer, names: Names): string | null {
   return walks && new Set(path).size === path.length ? null : `DependencyCycle's path [${path.join(", ")}] is no cycle of the model's graph`;
 }
 
-/**
- * KNOWN API BUG (reported with issue 29's conformance run; replayed by
- * conformance.test.ts, STALE_WAITING_ON): a claim by id that waited for the
- * issue's row while a concurrent addDependency added its edge answers
- * IssueWaiting (its verdict reads the newest row's waiting_count) with the
- * waitingOn of its older snapshot (without the new edge). Beside another
- * command, an IssueWaiting whose waitingOn the model's answer extends is taken
- * as the model's until the API reads waitingOn at the row's newest version.
- */
-function staleWaitingOn(model: NormAnswer, real: NormAnswer): NormAnswer {
-  if (strict()) return real;
-  if (model.t !== "IssueWaiting" || real.t !== "IssueWaiting" || model.issueId !== real.issueId || model.notBefore !== real.notBefore) return real;
-  const stale = real.waitingOn as string[];
-  return stale.every((id) => (model.waitingOn as string[]).includes(id)) ? { ...real, waitingOn: model.waitingOn } : real;
-}
-
 /** One command alone, on instance 0. */
 export async function runOne(m: ModelBox, seq: Sequence, c: Command): Promise<void> {
   noteReached(m, { one: c });
@@ -645,7 +629,7 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
         models[k] = normAnswer(step.answer, MODEL_SIDE);
       }
     }
-    for (const k of [0, 1]) answers[k] = staleWaitingOn(models[k]!, normAnswer(reals[k]!, realSide(names, m.state.clock, nowMs)));
+    for (const k of [0, 1]) answers[k] = normAnswer(reals[k]!, realSide(names, m.state.clock, nowMs));
     const realState = await seq.state(names);
     const diff =
       compare(`answer of ${describe(a)}`, models[0], answers[0]) ??

@@ -10,13 +10,6 @@ import { randomUUID } from "node:crypto";
 import { isReady, waitingOn } from "../../src/model/index.js";
 import type { Event, Issue as ModelIssue, State } from "../../src/model/index.js";
 
-/**
- * Without the allowances for the API's known disagreements with issue 29
- * (conformance.ts, staleWaitingOn; workGraph.ts, resolveCreate): `npm run
- * conformance -- --strict` sets it, to see them found, or gone once fixed.
- */
-export const strict = (): boolean => process.env.BATON_CONFORMANCE_STRICT === "1";
-
 /** One model clock unit, in seconds of database time. A sequence takes far less than this. */
 export const UNIT_SECONDS = 3600;
 

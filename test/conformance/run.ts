@@ -1,9 +1,8 @@
-// npm run conformance -- --runs N [--seed S] [--max-commands M] [--strict]
+// npm run conformance -- --runs N [--seed S] [--max-commands M]
 // The conformance run (test/conformance/conformance.ts) for longer than CI's
 // fixed seed: N generated sequences against a fresh database cloned from the
 // test template. Prints progress, the figures, and on failure the shrunk
-// sequence as a replayable test; exits 1 on failure. --strict drops the
-// allowances for the API's known disagreements with issue 29 (norm.ts, strict).
+// sequence as a replayable test; exits 1 on failure.
 import setup from "../helpers/globalSetup.js";
 import { createTestDatabase } from "../helpers/db.js";
 import { RealWorld } from "./adapter.js";
@@ -20,7 +19,6 @@ function arg(name: string, fallback: number): number {
 const runs = arg("runs", 1000);
 const seed = arg("seed", Date.now() % 2 ** 31);
 const maxCommands = arg("max-commands", 8);
-if (process.argv.includes("--strict")) process.env.BATON_CONFORMANCE_STRICT = "1";
 
 await setup();
 const database = await createTestDatabase();

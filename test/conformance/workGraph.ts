@@ -9,7 +9,6 @@
 import fc from "fast-check";
 import type { CreateInput, IssueInput, State, UpdateIssueInput } from "../../src/model/index.js";
 import type { Abstract, Item, RunRef } from "./conformance.js";
-import { strict } from "./norm.js";
 
 /** An input of createIssues or createSubIssues: issues by index (as Abstract names them), time relative to the clock. */
 export interface AbstractCreate {
@@ -32,20 +31,12 @@ export type GraphAbstract =
   | { verb: "createSubIssues"; agent: string; run: RunRef; parent: number; inputs: AbstractCreate[]; parentWaits: boolean }
   | { verb: "addDependency" | "removeDependency"; issue: number; blocker: number; by: "board" | { agent: string; run: RunRef } };
 
-/**
- * An AbstractCreate against the model's state. An input whose idempotency key
- * the company already has names no blockers and no parent: the API checks
- * those even then (NOT_FOUND, or BAD_USER_INPUT for a cycle), where issue 29
- * says such an input answers the existing issue "whatever the other fields
- * say" (the model's rule). conformance.test.ts pins that disagreement with a
- * replay (KEY_HIT_WITH_MISSING_BLOCKER) until the API follows the rule.
- */
+/** An AbstractCreate against the model's state. */
 export function resolveCreate(s: State, a: AbstractCreate, issue: (n: number) => string): CreateInput {
   const input: CreateInput = {};
-  const hit = !strict() && a.key !== undefined && s.issues.some((i) => i.idempotencyKey === a.key);
   if (a.assignee !== undefined) input.assigneeAgentId = a.assignee;
-  if (a.blockedBy?.length && !hit) input.blockedBy = a.blockedBy.map(issue);
-  if (a.parent !== undefined && !hit) input.parentId = issue(a.parent);
+  if (a.blockedBy?.length) input.blockedBy = a.blockedBy.map(issue);
+  if (a.parent !== undefined) input.parentId = issue(a.parent);
   if (a.notBeforeIn !== undefined) input.notBefore = s.clock + a.notBeforeIn;
   if (a.key !== undefined) input.idempotencyKey = a.key;
   if (a.retryDelay !== undefined) input.retryDelaySeconds = a.retryDelay;

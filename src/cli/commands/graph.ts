@@ -29,7 +29,7 @@ async function titles(ctx: Context, ids: string[]): Promise<Map<string, string>>
  * edge would close (DependencyCycle.path): from blockedById along blockedBy
  * edges to issueId, each issue once; one issue for an issue asked to wait on itself.
  */
-export async function cycleInWords(ctx: Context, issueId: string, blockedById: string, path: string[]): Promise<string> {
+async function cycleInWords(ctx: Context, issueId: string, blockedById: string, path: string[]): Promise<string> {
   const names = await titles(ctx, [issueId, blockedById, ...path]);
   const named = (id: string) => (names.has(id) ? `${cut(names.get(id), TITLE_WIDTH)} [${id}]` : id);
   if (path.length <= 1) return `${named(issueId)} cannot wait on itself; nothing changed`;

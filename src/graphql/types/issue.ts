@@ -2,6 +2,7 @@ import type { Issue } from "../../domain/types.js";
 import { builder } from "../builder.js";
 import { IssuePriorityEnum, IssueStatusEnum } from "./enums.js";
 import { issuePage } from "../issuePages.js";
+import type { IssueConnection, IssueEdge } from "../issuePages.js";
 import type { Context } from "../context.js";
 
 /** A page of the issue's sub-issues, in its company. */
@@ -73,14 +74,6 @@ IssueRef.implement({
   }),
 });
 
-export interface IssueEdge {
-  cursor: string;
-  node: Issue;
-}
-export interface IssueConnection {
-  edges: IssueEdge[];
-  pageInfo: { hasNextPage: boolean; endCursor: string | null };
-}
 
 const IssueEdgeRef = builder.objectRef<IssueEdge>("IssueEdge");
 

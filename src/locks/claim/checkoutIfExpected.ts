@@ -3,7 +3,7 @@
 // dead run is adopted. claimIssue with an issue id runs it (claimIssue.ts
 // turns its verdict into the answer). One statement: the decision, the change
 // and its ledger row commit together.
-import { appendEvents, issueJson, raw, runViewJson, sql, stampEvent, statement } from "../../db/sql.js";
+import { appendEvents, issueJson, queryOne, raw, runViewJson, sql, stampEvent, statement } from "../../db/sql.js";
 import { commitChange } from "../shared/commit.js";
 import type { StatementDeps } from "../shared/deps.js";
 import { RUN_CTE_COLUMNS, attemptsAfterDeath, lockedIssuesCte, runCte, runIsLive, runLeaseExpired, waiting } from "../shared/fragments.js";
@@ -38,8 +38,6 @@ export interface CheckoutAnswer {
   holder: Pick<RunView, "id" | "agentId" | "status" | "live"> | null;
   /** The key's limit, when the verdict is LIMIT_REACHED. */
   limit: { key: string; maxActive: number } | null;
-  /** The blockers not DONE yet, when the verdict is WAITING. */
-  waitingOn: string[] | null;
   events: LockEvent[];
 }
 
@@ -149,10 +147,27 @@ function checkoutIfExpectedStatement(runId: string, actor: AgentActor, issueId: 
            (SELECT ${issueJson("c")} FROM changed c) AS issue,
            (SELECT json_build_object('id', h.id, 'agentId', h.agent_id, 'status', h.status, 'live', h.live) FROM holder h) AS holder,
            (SELECT json_build_object('key', f.key, 'maxActive', f.max_active) FROM full_key f) AS "limit",
-           (SELECT array_agg(d.blocked_by_id ORDER BY d.created_at, b.created_at, b.id) FROM verdict v, issue_dependencies d JOIN issues b ON b.id = d.blocked_by_id
-             WHERE v.verdict = 'WAITING' AND d.issue_id = ${issueId}::uuid AND b.status <> 'DONE') AS "waitingOn",
            (SELECT list FROM events) AS events`,
   );
+}
+
+/**
+ * The blockers of `issueId` not DONE yet, oldest edge first, for an
+ * IssueWaiting answer. A statement of its own: CHECKOUT_IF_EXPECTED judged
+ * waiting on the issue's newest row (waiting_count), but its snapshot may
+ * predate the edge that made it wait; this one sees it.
+ */
+export async function waitingOn(deps: Pick<StatementDeps, "db">, issueId: string): Promise<string[]> {
+  const row = await queryOne<{ ids: string[] }>(
+    deps.db,
+    statement(
+      "READ_WAITING_ON",
+      sql`SELECT coalesce(array_agg(d.blocked_by_id ORDER BY d.created_at, b.created_at, b.id), '{}') AS ids
+            FROM issue_dependencies d JOIN issues b ON b.id = d.blocked_by_id
+           WHERE d.issue_id = ${issueId}::uuid AND b.status <> 'DONE'`,
+    ),
+  );
+  return row.ids;
 }
 
 /** Runs the checkout and publishes what it committed; the caller turns the verdict into the answer. */

@@ -3,7 +3,7 @@
 // (CHECKOUT_IF_EXPECTED, checkoutIfExpected.ts), and answer what happened.
 // Each is one statement: the decision, the change and its ledger row commit
 // together, and zero changed rows is a typed outcome, never an exception.
-import { CLAIMABLE_STATUSES, checkoutIfExpected } from "./checkoutIfExpected.js";
+import { CLAIMABLE_STATUSES, checkoutIfExpected, waitingOn as blockersNotDone } from "./checkoutIfExpected.js";
 import { claimNextForEach } from "./claimNextForEach.js";
 import type { LockDeps } from "../shared/deps.js";
 import { refuseRun, withoutLive } from "../runs/runs.js";
@@ -50,7 +50,7 @@ async function checkoutNamed(deps: LockDeps, actor: AgentActor, runId: string, i
     case "ADOPT":
       return { __typename: "IssueClaimed", issue: row.issue!, run, alreadyHeld: false, adopted: row.verdict === "ADOPT" };
     case "WAITING": {
-      const waitingOn = row.waitingOn ?? [];
+      const waitingOn = cur.waitingCount > 0 ? await blockersNotDone(deps, issueId) : [];
       const parts = [
         ...(waitingOn.length > 0 ? [`${waitingOn.length} blocker${waitingOn.length === 1 ? "" : "s"} not DONE (${waitingOn.join(", ")})`] : []),
         ...(cur.notBefore && waitingOn.length === 0 ? [`notBefore ${String(cur.notBefore)}`] : []),

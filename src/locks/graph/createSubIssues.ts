@@ -2,8 +2,7 @@
 // in one transaction; with parentWaits the parent waits on every new one, so
 // the agent can release it with REQUEUE and get it back (it stays assigned)
 // once they are all DONE (docs/lifecycle.md, "Sub-issues").
-import { queryAll, raw, retryingAborts, runViewJson, sql, statement } from "../../db/sql.js";
-import { getIssues } from "../../reads/lists.js";
+import { issueJson, queryAll, raw, retryingAborts, runViewJson, sql, statement } from "../../db/sql.js";
 import type { LockDeps } from "../shared/deps.js";
 import { lockedIssuesCte, runCte } from "../shared/fragments.js";
 import { refuseRun } from "../runs/runs.js";
@@ -26,11 +25,11 @@ export type CreateSubIssuesResult = SubIssuesCreated | NotLockOwner | RunNotActi
 
 interface Made {
   run: RunView | null;
-  verdict: "NO_PARENT" | "NOT_OWNER" | "CYCLE" | "TOO_MANY" | "CREATE" | null;
+  verdict: "NO_PARENT" | "NOT_OWNER" | "TOO_MANY" | "CREATE" | null;
   parent: Issue | null;
   holder: string | null;
   path: string[] | null;
-  problem: "NO_AGENT" | "NOT_FOUND" | null;
+  problem: "CYCLE" | "NO_AGENT" | "NOT_FOUND" | null;
   issue: Issue | null;
 }
 
@@ -38,28 +37,21 @@ interface Made {
  * Invariant: sub-issues are created only by a live run holding the parent's
  * checkout, judged on the parent's locked row (`cur`), and with parentWaits
  * only if no new edge closes a cycle: a blocker of a sub-issue that already
- * waits, through blockedBy edges, on the parent would (baton_dependency_path,
- * on a snapshot after the company's graph lock). The parent's waiting_count
- * rises by the sub-issues made (creationCtes). One row per input.
+ * waits, through blockedBy edges, on the parent would (creationCtes, on a
+ * snapshot after the company's graph lock). The parent's waiting_count rises
+ * by the sub-issues made. One row per input.
  */
-const createSubIssuesStatement = (actor: AgentActor, runId: string, parentId: string, rows: ReturnType<typeof issueRow>[], parentWaits: boolean) => {
-  const blockers = [...new Set(rows.flatMap((r) => r.blockedBy))];
-  return statement(
+const createSubIssuesStatement = (actor: AgentActor, runId: string, parentId: string, rows: ReturnType<typeof issueRow>[], parentWaits: boolean) =>
+  statement(
     "CREATE_SUB_ISSUES",
     sql`
     WITH ${runCte(runId, actor, true)},
     ${lockedIssuesCte(actor, [parentId])},
-    cycle AS (
-      SELECT p.path FROM unnest(${parentWaits ? blockers : []}::uuid[]) AS b(id)
-       CROSS JOIN LATERAL (SELECT baton_dependency_path(b.id, ${parentId}::uuid) AS path) p
-       WHERE p.path IS NOT NULL LIMIT 1
-    ),
     verdict AS (
       SELECT CASE
         WHEN NOT EXISTS (SELECT 1 FROM run WHERE run.live) THEN NULL
         WHEN NOT EXISTS (SELECT 1 FROM cur) THEN 'NO_PARENT'
         WHEN (SELECT checkout_run_id FROM cur) IS DISTINCT FROM ${runId}::uuid THEN 'NOT_OWNER'
-        WHEN EXISTS (SELECT 1 FROM cycle) THEN 'CYCLE'
         WHEN ${parentWaits}::boolean
              AND (SELECT count(*) FROM issue_dependencies d WHERE d.issue_id = ${parentId}::uuid) + ${rows.length}::int > ${MAX_BLOCKED_BY}::int
           THEN 'TOO_MANY'
@@ -67,11 +59,11 @@ const createSubIssuesStatement = (actor: AgentActor, runId: string, parentId: st
     ),
     ${creationCtes(actor.companyId, rows, raw("(SELECT verdict FROM verdict) = 'CREATE'"), parentWaits ? parentId : null)}
     SELECT (SELECT ${runViewJson("run")} FROM run) AS run, (SELECT verdict FROM verdict) AS verdict,
-           (SELECT checkout_run_id FROM cur) AS holder, (SELECT path FROM cycle) AS path,
-           m.problem, m.issue
+           (SELECT checkout_run_id FROM cur) AS holder, m.path, m.problem, m.issue,
+           -- the parent as the statement left it: waiting on its new sub-issues (parent_waits), or as locked
+           coalesce(m.parent, (SELECT ${issueJson("c")} FROM cur c)) AS parent
       FROM made m ORDER BY m.ord`,
   );
-};
 
 export async function createSubIssues(
   deps: Pick<LockDeps, "db">,
@@ -93,14 +85,11 @@ export async function createSubIssues(
     return row;
   });
   const fold = foldKeys(rows);
-  const { made, parent } = await retryingAborts(() =>
+  const made = await retryingAborts(() =>
     deps.db.$transaction(async (tx) => {
       // Only parentWaits adds edges into an existing issue, which could close a cycle.
       if (parentWaits) await lockDependencyGraph(tx, actor.companyId);
-      const made = await queryAll<Made>(tx, createSubIssuesStatement(actor, runId, parentId, fold.unique, parentWaits));
-      // the parent as this transaction left it (waiting on its new sub-issues, with parentWaits)
-      const parent = made[0]?.verdict === "CREATE" ? ((await getIssues(tx, [parentId], actor.companyId))[0] ?? null) : null;
-      return { made, parent };
+      return queryAll<Made>(tx, createSubIssuesStatement(actor, runId, parentId, fold.unique, parentWaits));
     }),
   );
   const first = made[0]!;
@@ -116,17 +105,18 @@ export async function createSubIssues(
         issueId: parentId,
         ownerRunId: first.holder,
       };
-    case "CYCLE":
-      throw new InvalidInputError(
-        `parentWaits would close a cycle: ${(first.path ?? []).join(" → ")} already waits on the parent, which would wait on its sub-issue`,
-      );
     case "TOO_MANY":
       throw new InvalidInputError(`with parentWaits the parent would wait on more than ${MAX_BLOCKED_BY} issues, the most one issue may`);
     default:
       break;
   }
+  if (first.problem === "CYCLE") {
+    throw new InvalidInputError(
+      `parentWaits would close a cycle: ${(first.path ?? []).join(" → ")} already waits on the parent, which would wait on its sub-issue`,
+    );
+  }
   if (first.problem === "NO_AGENT") throw new InvalidInputError("assigneeAgentId: no such agent in this company");
   if (first.problem === "NOT_FOUND") throw new NotFoundError("blockedBy names an issue that does not exist in this company; nothing was created");
   const issues = await answerInputs(deps.db, actor.companyId, rows, fold, made);
-  return { __typename: "SubIssuesCreated", parent: parent!, issues };
+  return { __typename: "SubIssuesCreated", parent: first.parent!, issues };
 }

@@ -121,30 +121,32 @@ export function foldKeys(rows: IssueRow[]): { unique: IssueRow[]; answeredBy: nu
  * CTEs that create `rows` in company `companyId`, ending in `made`: one row per
  * input (ord, in input order) with the issue it is answered by as `issue`
  * (JSON), or NULL for an input whose idempotency key a concurrent create took
- * after this statement's snapshot (the caller reads it: FIND_ISSUES_BY_KEY),
- * and `problem`, the one reason nothing was created: 'NO_AGENT', 'NOT_FOUND'
- * (a blocker or parent not in the company), or NULL.
+ * after this statement's snapshot (the caller reads it: FIND_ISSUES_BY_KEY);
+ * `problem`, the one reason nothing was created: 'CYCLE' (with `path`),
+ * 'NO_AGENT', 'NOT_FOUND' (a blocker or parent not in the company), or NULL;
+ * and `parent`, the parent as the statement leaves it (with `parentWaits`).
  *
  * `go` (SQL boolean) gates the insert (createSubIssues' verdict). With
  * `parentWaits` (a parent id, locked FOR UPDATE by the caller's statement as
  * `cur`), each new issue is added to the parent's blockedBy and the parent's
- * waiting_count rises by as many.
+ * waiting_count rises by as many; an input whose blockers already wait on the
+ * parent would close a cycle (baton_dependency_path; the caller holds the
+ * company's graph lock).
  *
- * Invariants (docs/invariants.md): an issue's assignee, parent and blockers
- * are in its company; an issue is created with waiting_count = its blockers
- * not DONE, read from the blockers' rows locked FOR SHARE, so a blocker that
- * becomes DONE concurrently either commits first (and is counted DONE) or
- * waits, and then its trigger (baton_dependents_follow_done) sees the new
- * edge; one issue per idempotency key and company (a key seen in the
- * snapshot answers its issue; one committed since is skipped by ON CONFLICT
- * and read by the caller). Rows are inserted in input order with increasing
- * created_at, so equal priorities are claimed in input order.
+ * Invariants (docs/invariants.md, 18-20): an issue's assignee, parent and
+ * blockers are in its company; an issue is created with waiting_count = its
+ * blockers not DONE, read from the blockers' rows locked FOR SHARE, so a
+ * blocker that becomes DONE concurrently either commits first (and is counted
+ * DONE) or waits, and then its trigger (baton_dependents_follow_done) sees
+ * the new edge; one issue per idempotency key and company: an input whose key
+ * the snapshot holds answers that issue whatever its other fields say (it is
+ * not checked, and creates nothing), one committed since is skipped by ON
+ * CONFLICT and read by the caller. Rows are inserted in input order with
+ * increasing created_at, so equal priorities are claimed in input order.
  */
 export function creationCtes(companyId: string, rows: IssueRow[], go: Sql, parentWaits: string | null): Sql {
-  const assignees = [...new Set(rows.map((r) => r.assignee).filter((a): a is string => a !== null))];
   const edgeOrd = rows.flatMap((r, n) => r.blockedBy.map(() => n + 1));
   const edgeBlocker = rows.flatMap((r) => r.blockedBy);
-  const parents = [...new Set(rows.map((r) => r.parent).filter((p): p is string => p !== null))];
   return sql`
     input AS MATERIALIZED (
       SELECT t.*, gen_random_uuid() AS new_id FROM unnest(
@@ -158,8 +160,17 @@ export function creationCtes(companyId: string, rows: IssueRow[], go: Sql, paren
       ) WITH ORDINALITY AS t(title, description, priority, assignee, max_attempts, status, concurrency_key, parent_id,
                              not_before, idempotency_key, retry_delay_seconds, max_execution_seconds, payload, ord)
     ),
+    existing AS (
+      SELECT i.* FROM issues i
+       WHERE i.company_id = ${companyId}::uuid AND i.idempotency_key IN (SELECT idempotency_key FROM input WHERE idempotency_key IS NOT NULL)
+    ),
+    -- the inputs to create: not those answered by an issue their key already names
+    fresh AS (
+      SELECT t.* FROM input t WHERE NOT EXISTS (SELECT 1 FROM existing x WHERE x.idempotency_key = t.idempotency_key)
+    ),
     edge_in AS (
       SELECT e.ord::bigint AS ord, e.blocker FROM unnest(${edgeOrd}::int[], ${edgeBlocker}::uuid[]) AS e(ord, blocker)
+       WHERE e.ord IN (SELECT ord FROM fresh)
     ),
     blocker AS (
       SELECT b.id, b.status FROM issues b
@@ -167,18 +178,26 @@ export function creationCtes(companyId: string, rows: IssueRow[], go: Sql, paren
        ORDER BY b.id
          FOR SHARE
     ),
+    cycle AS (
+      ${
+        parentWaits === null
+          ? raw("SELECT NULL::uuid[] AS path WHERE false")
+          : sql`SELECT p.path FROM (SELECT DISTINCT blocker FROM edge_in) b
+                 CROSS JOIN LATERAL (SELECT baton_dependency_path(b.blocker, ${parentWaits}::uuid) AS path) p
+                 WHERE p.path IS NOT NULL LIMIT 1`
+      }
+    ),
     problem AS (
       SELECT CASE
-        WHEN (SELECT count(*) FROM agents a WHERE a.company_id = ${companyId}::uuid AND a.id = ANY(${assignees}::uuid[])) <> ${assignees.length}::int
+        WHEN EXISTS (SELECT 1 FROM cycle) THEN 'CYCLE'
+        WHEN (SELECT count(DISTINCT assignee) FROM fresh)
+             <> (SELECT count(*) FROM agents a WHERE a.company_id = ${companyId}::uuid AND a.id IN (SELECT assignee FROM fresh))
           THEN 'NO_AGENT'
         WHEN (SELECT count(*) FROM blocker) <> (SELECT count(DISTINCT blocker) FROM edge_in)
-          OR (SELECT count(*) FROM issues p WHERE p.id = ANY(${parents}::uuid[]) AND p.company_id = ${companyId}::uuid) <> ${parents.length}::int
+          OR (SELECT count(DISTINCT parent_id) FROM fresh)
+             <> (SELECT count(*) FROM issues p WHERE p.id IN (SELECT parent_id FROM fresh) AND p.company_id = ${companyId}::uuid)
           THEN 'NOT_FOUND'
         END AS problem
-    ),
-    existing AS (
-      SELECT i.* FROM issues i
-       WHERE i.company_id = ${companyId}::uuid AND i.idempotency_key IN (SELECT idempotency_key FROM input WHERE idempotency_key IS NOT NULL)
     ),
     created AS (
       INSERT INTO issues (id, company_id, title, description, priority, assignee_agent_id, concurrency_key, max_attempts, status,
@@ -189,9 +208,8 @@ export function creationCtes(companyId: string, rows: IssueRow[], go: Sql, paren
              (SELECT count(*) FROM edge_in e JOIN blocker b ON b.id = e.blocker WHERE e.ord = t.ord AND b.status <> 'DONE')::int,
              t.idempotency_key, t.retry_delay_seconds, t.max_execution_seconds, t.payload::jsonb,
              clock_timestamp(), clock_timestamp()
-        FROM input t
+        FROM fresh t
        WHERE ${go} AND (SELECT problem FROM problem) IS NULL
-         AND NOT EXISTS (SELECT 1 FROM existing x WHERE x.idempotency_key = t.idempotency_key)
        ORDER BY t.ord
           ON CONFLICT (company_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING *
@@ -208,17 +226,18 @@ export function creationCtes(companyId: string, rows: IssueRow[], go: Sql, paren
     ),
     ${
       parentWaits === null
-        ? raw("parent_waits AS (SELECT NULL::uuid AS id WHERE false),")
+        ? raw("parent_waits AS (SELECT i.* FROM issues i WHERE false),")
         : sql`parent_waits AS (
       UPDATE issues p SET waiting_count = p.waiting_count + (SELECT count(*) FROM created)::int
        WHERE p.id = ${parentWaits}::uuid AND EXISTS (SELECT 1 FROM created)
-      RETURNING p.id
+      RETURNING p.*
     ),`
     }
     made AS (
-      SELECT t.ord, (SELECT problem FROM problem) AS problem,
+      SELECT t.ord, (SELECT problem FROM problem) AS problem, (SELECT path FROM cycle) AS path,
              coalesce((SELECT ${issueJson("c")} FROM created c WHERE c.id = t.new_id),
-                      (SELECT ${issueJson("x")} FROM existing x WHERE x.idempotency_key = t.idempotency_key)) AS issue
+                      (SELECT ${issueJson("x")} FROM existing x WHERE x.idempotency_key = t.idempotency_key)) AS issue,
+             (SELECT ${issueJson("w")} FROM parent_waits w) AS parent
         FROM input t
     )`;
 }
@@ -228,7 +247,7 @@ export function creationCtes(companyId: string, rows: IssueRow[], go: Sql, paren
  * creation statement's snapshot (its ON CONFLICT skipped them): read in a
  * statement of their own, which sees that commit.
  */
-export async function issuesByKey(db: Queryable, companyId: string, keys: string[]): Promise<Map<string, Issue>> {
+async function issuesByKey(db: Queryable, companyId: string, keys: string[]): Promise<Map<string, Issue>> {
   if (keys.length === 0) return new Map();
   const found = await queryAll<{ key: string; issue: Issue }>(
     db,

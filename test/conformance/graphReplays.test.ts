@@ -1,8 +1,7 @@
-// Where the API disagrees with issue 29 (and so with the model), each made
-// deterministic with the real verbs. Each test states the rule and is marked
-// `fails` while the API breaks it: once the API follows the rule, the test
-// fails, and its allowance in the conformance run goes (norm.ts, `strict`;
-// `npm run conformance -- --strict` runs without them).
+// Two disagreements between the API and issue 29 that the conformance run
+// found (seed 7), each made deterministic with the real verbs; both fixed
+// (src/locks/graph/creation.ts: a key hit is not checked;
+// src/locks/claim/checkoutIfExpected.ts, READ_WAITING_ON).
 import { expect, it } from "vitest";
 import { useRealWorld } from "../helpers/realWorld.js";
 import type { RealAnswer, Sequence } from "./adapter.js";
@@ -28,17 +27,16 @@ const runOf = async (seq: Sequence, agentId: string, name: string) => {
   seq.names.bind(name, started.run.id);
 };
 
-it.fails("a create whose idempotency key the company has answers that issue, whatever its other fields say (a missing blocker too)", async () => {
-  // the conformance run found it (seed 7): the API answers NOT_FOUND; inside one call it folds the key first, and answers the issue
+it("a create whose idempotency key the company has answers that issue, whatever its other fields say (a missing blocker too)", async () => {
+  // the API answered NOT_FOUND: it checked the blockers of an input its key already answered
   const seq = await real.world.setup({ agents: ["A"], issues: [{ id: "i1" }, { id: "i2", idempotencyKey: "job-1" }] });
   const answer = await seq.exec({ verb: "createIssues", inputs: [{ idempotencyKey: "job-1", blockedBy: ["i-unknown"] }] });
   expect(answer).toMatchObject({ __typename: "IssuesCreated", issues: [{ id: seq.names.real("i2") }] });
 });
 
-it.fails("IssueWaiting lists what the issue waits on at the version it was judged on: an edge added while the claim waited is in waitingOn", async () => {
-  // the conformance run found it (seed 7): a claim by id whose snapshot predates a concurrent addDependency judges the
-  // newest row (waiting_count 1: IssueWaiting) but lists waitingOn from its snapshot: [] (and notBefore null), an
-  // answer that waits on nothing. Stagger: a gate holds B's run row; B's claim takes its snapshot and waits for it;
+it("IssueWaiting lists what the issue waits on at the version it was judged on: an edge added while the claim waited is in waitingOn", async () => {
+  // A claim by id whose snapshot predates a concurrent addDependency judges the newest row (waiting_count 1:
+  // IssueWaiting); it listed waitingOn from its snapshot: [], an answer that waited on nothing. Stagger: a gate holds B's run row; B's claim takes its snapshot and waits for it;
   // the board adds i1 < i2 and commits; the gate opens.
   const seq = await real.world.setup({ agents: ["A", "B"], issues: [{ id: "i1" }, { id: "i2" }] });
   await runOf(seq, "B", "r1");
