@@ -163,7 +163,7 @@ export function buildApp(deps: AppDeps): App {
     start: async (port, host = "127.0.0.1") => {
       stopKeeper ??= keepLedgerPartitions(deps.db, deps.log);
       // Delayed issues become claimable within wakeIntervalMs of their notBefore (src/locks/recovery/wakeDueIssues.ts).
-      if (wakeIntervalMs > 0) waker ??= startWaking(deps.db, wakeIntervalMs);
+      if (wakeIntervalMs > 0) waker ??= startWaking(deps.db, wakeIntervalMs, (companyId, ids) => deps.bus.announceIssues(companyId, ids));
       // Revocations made anywhere reach this instance (src/auth/revocations.ts); the poll's horizon is read before serving.
       stopListening ??= revocations.listen();
       await revocationPoll.start();

@@ -62,6 +62,13 @@ const announced = <R extends { __typename: string; issue?: { id: string } }>(ctx
     return r;
   });
 
+/** Issues that waited on one released DONE became ready without an event of their own: boards hear of them here (issuesChanged). */
+const freeing = <R extends { __typename: string; freed?: string[] }>(ctx: Context, answer: Promise<R>): Promise<R> =>
+  answer.then((r) => {
+    if (r.freed?.length) ctx.services.bus.announceIssues(requireAgent(ctx).companyId, r.freed);
+    return r;
+  });
+
 /** The caller as a graph editor: the board, or an agent naming the run that must hold the issue. */
 function graphEditor(ctx: Context, runId: string | null | undefined): GraphEditor {
   if (requirePrincipal(ctx).role === "AGENT") {
@@ -318,14 +325,17 @@ builder.mutationFields((t) => ({
         ctx,
         "releaseIssue",
         args,
-        releaseIssue(ctx.services.locks, requireAgent(ctx), {
-          runId: validateId("runId", args.runId),
-          issueId: validateId("issueId", args.issueId),
-          outcome: args.outcome,
-          reason: args.reason,
-          retryAfterSeconds: args.retryAfterSeconds,
-          result: args.result,
-        }),
+        freeing(
+          ctx,
+          releaseIssue(ctx.services.locks, requireAgent(ctx), {
+            runId: validateId("runId", args.runId),
+            issueId: validateId("issueId", args.issueId),
+            outcome: args.outcome,
+            reason: args.reason,
+            retryAfterSeconds: args.retryAfterSeconds,
+            result: args.result,
+          }),
+        ),
       ),
   }),
 
@@ -373,14 +383,17 @@ builder.mutationFields((t) => ({
         ctx,
         "releaseIssues",
         { runId: args.runId },
-        releaseIssues(ctx.services.locks, requireAgent(ctx), {
-          runId: validateId("runId", args.runId),
-          issueIds: args.issueIds.map((id, n) => validateId(`issueIds[${n}]`, id)),
-          outcome: args.outcome,
-          reason: args.reason,
-          retryAfterSeconds: args.retryAfterSeconds,
-          result: args.result,
-        }),
+        freeing(
+          ctx,
+          releaseIssues(ctx.services.locks, requireAgent(ctx), {
+            runId: validateId("runId", args.runId),
+            issueIds: args.issueIds.map((id, n) => validateId(`issueIds[${n}]`, id)),
+            outcome: args.outcome,
+            reason: args.reason,
+            retryAfterSeconds: args.retryAfterSeconds,
+            result: args.result,
+          }),
+        ),
       ),
   }),
 }));

@@ -126,3 +126,36 @@ it("lets go of the listener and the subscription's count as soon as the subscrib
   await s.close();
   await eventually(async () => ((await metric()) === 0 ? true : undefined), "this subscription released");
 });
+
+it("announces the issues the work graph makes ready without an event of their own: dependents of a DONE, woken delays, edited edges", async () => {
+  const graph = await createCompany(h, 1);
+  const s = await subscribe(h.url, graph.board.token!, graph.id);
+  const agent = graph.agents[0]!;
+  try {
+    const make = async (input: Partial<Ops.CreateIssueInput>) =>
+      (await graph.board.ok(Ops.CreateIssueDocument, { input: { title: "x", assigneeAgentId: agent.id, ...input } })).createIssue;
+    const blocker = await make({ title: "blocker" });
+    const dependent = await make({ title: "dependent", blockedBy: [blocker.id] });
+    const later = await make({ title: "later", notBefore: new Date(Date.now() + 3_600_000).toISOString() });
+    const heardOf = (id: string) => s.issues().filter((i) => i.id === id).length;
+    // each creation is heard once first (through Redis: it may come late)
+    await eventually(() => (heardOf(dependent.id) > 0 && heardOf(later.id) > 0 ? true : undefined), "the creations");
+    const before = { dependent: heardOf(dependent.id), later: heardOf(later.id) };
+
+    const { startRun } = await agent.client.ok(Ops.StartRunDocument);
+    await agent.client.ok(Ops.ClaimIssueDocument, { runId: startRun.id, issueId: blocker.id });
+    await agent.client.ok(Ops.AcquireExecutionDocument, { runId: startRun.id, issueId: blocker.id });
+    await agent.client.ok(Ops.ReleaseIssueDocument, { runId: startRun.id, issueId: blocker.id, outcome: "DONE" });
+    await eventually(() => (heardOf(dependent.id) > before.dependent ? true : undefined), "the dependent freed by its blocker's DONE");
+
+    // the instance's own wake-up (every 250 ms) makes it claimable, and says so
+    await h.sql("UPDATE issues SET not_before = now() - interval '1 second' WHERE id = $1", [later.id]);
+    await eventually(() => (heardOf(later.id) > before.later ? true : undefined), "the delayed issue, woken");
+
+    const edited = heardOf(later.id);
+    await graph.board.ok(Ops.AddDependencyDocument, { issueId: later.id, blockedById: dependent.id });
+    await eventually(() => (heardOf(later.id) > edited ? true : undefined), "the issue a dependency was added to");
+  } finally {
+    await s.close();
+  }
+});

@@ -15,7 +15,8 @@ const WAKE_BATCH = 1000;
  * clock, re-checked on its newest row version (a board that moved notBefore
  * later since the snapshot keeps it delayed). Rows another transaction holds
  * are left for the next pass. No event: readiness is not a lock change; the
- * claim that follows writes one.
+ * claim that follows writes one. The woken issues are announced to
+ * issuesChanged subscribers, so boards show them ready at once.
  */
 const wakeDue = statement(
   "WAKE_DUE_ISSUES",
@@ -26,30 +27,37 @@ const wakeDue = statement(
        FOR UPDATE SKIP LOCKED
   ), woken AS (
     UPDATE issues i SET delayed = false FROM due WHERE i.id = due.id AND i.delayed AND i.not_before <= now()
-    RETURNING i.id
+    RETURNING i.id, i.company_id
   )
-  SELECT count(*)::int AS n FROM woken`,
+  SELECT count(*)::int AS n,
+         coalesce((SELECT json_object_agg(c.company_id, c.ids) FROM (
+           SELECT w.company_id, json_agg(w.id) AS ids FROM woken w GROUP BY w.company_id) c), '{}') AS woken
+    FROM woken`,
 );
 
-/** Wakes every due issue now, in batches; returns how many. */
-export async function wakeDueIssues(db: Queryable): Promise<number> {
+/** Who hears of woken issues: issuesChanged subscribers (EventBus.announceIssues), per company. */
+export type WokenSink = (companyId: string, issueIds: string[]) => void;
+
+/** Wakes every due issue now, in batches, telling `heard` of each company's; returns how many. */
+export async function wakeDueIssues(db: Queryable, heard?: WokenSink): Promise<number> {
   let total = 0;
   for (;;) {
-    const { n } = await queryOne<{ n: number }>(db, wakeDue);
+    const { n, woken } = await queryOne<{ n: number; woken: Record<string, string[]> }>(db, wakeDue);
     total += n;
+    for (const [companyId, ids] of Object.entries(woken)) heard?.(companyId, ids);
     if (n < WAKE_BATCH) return total;
   }
 }
 
 /** Runs wakeDueIssues every `intervalMs` until stopped; a failed pass is logged and the next one tries again. */
-export function startWaking(db: Queryable, intervalMs: number): { stop(): Promise<void> } {
+export function startWaking(db: Queryable, intervalMs: number, heard?: WokenSink): { stop(): Promise<void> } {
   let stopped = false;
   let timer: NodeJS.Timeout | null = null;
   let running: Promise<void> = Promise.resolve();
   let failing = false;
   const pass = () => {
     timer = null;
-    running = wakeDueIssues(db).then(
+    running = wakeDueIssues(db, heard).then(
       () => {
         failing = false;
       },

@@ -19,6 +19,6 @@ export async function releaseIssue(
   const refused = refuseRun(answer.run, runId, actor);
   if (refused) return refused;
   if (!answer.current || !answer.verdict) return issueNotFound(issueId);
-  if (answer.verdict === "RELEASE") return { __typename: "IssueReleased", issue: answer.issue! };
+  if (answer.verdict === "RELEASE") return { __typename: "IssueReleased", issue: answer.issue!, freed: answer.freed ?? [] };
   return refusal(runId, answer.verdict, answer.current);
 }

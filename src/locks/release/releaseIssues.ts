@@ -21,6 +21,8 @@ export interface IssuesReleased {
   __typename: "IssuesReleased";
   issues: Issue[];
   refused: ReleaseRefusal[];
+  /** Issues that waited on one of these released DONE (not in the GraphQL answer: the API announces them). */
+  freed: string[];
 }
 export type ReleaseIssuesResult = IssuesReleased | RunNotActive;
 
@@ -81,7 +83,9 @@ function releaseStatement(companyId: string, group: ReleaseRequest[]) {
     ${appendEvents("changed")}
     SELECT (SELECT json_object_agg(r.id, ${runViewJson("r")}) FROM run r) AS runs,
            (SELECT json_agg(json_build_object(
-              'runId', q.run_id, 'verdict', v.verdict, 'current', ${issueJsonOrNull("c")}, 'issue', ${issueJsonOrNull("ch")}
+              'runId', q.run_id, 'verdict', v.verdict, 'current', ${issueJsonOrNull("c")}, 'issue', ${issueJsonOrNull("ch")},
+              -- the issues that waited on one released DONE (a hint for issuesChanged; the trigger moved their counts)
+              'freed', (SELECT coalesce(json_agg(d.issue_id), '[]') FROM issue_dependencies d WHERE d.blocked_by_id = ch.id AND ch.status = 'DONE')
             ) ORDER BY q.n)
               FROM req q LEFT JOIN verdict v ON v.n = q.n
                          LEFT JOIN cur c ON c.id = q.issue_id LEFT JOIN changed ch ON ch.req_n = q.n) AS answers,
@@ -159,6 +163,7 @@ export async function releaseIssues(
   return {
     __typename: "IssuesReleased",
     issues: answers.flatMap((a) => (a.issue ? [a.issue] : [])),
+    freed: answers.flatMap((a) => a.freed ?? []),
     refused: answers.flatMap((a, i) => {
       if (!a.current || !a.verdict) return [issueNotFound(issueIds[i]!)];
       return a.verdict === "RELEASE" ? [] : [refusal(runId, a.verdict, a.current)];

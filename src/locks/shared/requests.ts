@@ -55,4 +55,6 @@ export interface ReleaseAnswer {
   verdict: ReleaseVerdict | null;
   current: Issue | null;
   issue: Issue | null;
+  /** The issues that waited on this one, when it was released DONE. */
+  freed?: string[];
 }

@@ -115,6 +115,8 @@ export interface ExecutionAcquired {
 export interface IssueReleased {
   __typename: "IssueReleased";
   issue: Issue;
+  /** Issues that waited on this one, when it was released DONE (not in the GraphQL answer: the API announces them). */
+  freed?: string[];
 }
 export interface IssueUpdated {
   __typename: "IssueUpdated";
