@@ -214,7 +214,8 @@ async function main() {
     stopping = true;
   }
   // Between sweeps, delayed issues become claimable within BATON_WAKE_INTERVAL_MS of their notBefore (each sweep wakes them too).
-  const waker = !once && config.wakeIntervalMs > 0 ? startWaking(db.prisma, config.wakeIntervalMs, (companyId, ids) => bus.announceIssues(companyId, ids)) : null;
+  const waker =
+    !once && config.wakeIntervalMs > 0 ? startWaking(db.prisma, config.wakeIntervalMs, (companyId, ids) => bus.announceIssues(companyId, ids)) : null;
   while (!stopping) {
     const started = performance.now();
     try {

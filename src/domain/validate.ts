@@ -132,6 +132,7 @@ export function validateIdempotencyKey(key: string): string {
 /** A notBefore instant: a valid date within a sane range (years 2000..9999). */
 export function validateInstant(name: string, value: Date): Date {
   const t = value.getTime();
-  if (!Number.isFinite(t) || t < Date.UTC(2000, 0, 1) || t >= Date.UTC(10000, 0, 1)) throw new InvalidInputError(`${name} must be a date between the years 2000 and 9999`);
+  if (!Number.isFinite(t) || t < Date.UTC(2000, 0, 1) || t >= Date.UTC(10000, 0, 1))
+    throw new InvalidInputError(`${name} must be a date between the years 2000 and 9999`);
   return value;
 }

@@ -36,7 +36,13 @@ export interface IssueFilter {
 }
 
 /** One page of a company's issues matching `filter`, oldest first, after the cursor `after`. */
-export async function issuePage(ctx: Context, companyId: string, filter: IssueFilter, first: number | null | undefined, after: string | null): Promise<IssueConnection> {
+export async function issuePage(
+  ctx: Context,
+  companyId: string,
+  filter: IssueFilter,
+  first: number | null | undefined,
+  after: string | null,
+): Promise<IssueConnection> {
   const page = await listIssues(ctx.services.db, companyId, {
     ...filter,
     afterId: after != null ? decodeCursor(after) : null,

@@ -215,7 +215,12 @@ describe("sub-issues", () => {
     expect(refused.createSubIssues).toMatchObject({ __typename: "NotLockOwner", issueId: parent.id });
     await claimById(co, r, parent.id);
     expect(
-      await agent.errorCode(Ops.CreateSubIssuesDocument, { runId: r, parentId: parent.id, parentWaits: true, inputs: [{ title: "x", blockedBy: [parent.id] }] }),
+      await agent.errorCode(Ops.CreateSubIssuesDocument, {
+        runId: r,
+        parentId: parent.id,
+        parentWaits: true,
+        inputs: [{ title: "x", blockedBy: [parent.id] }],
+      }),
     ).toBe("BAD_USER_INPUT");
     await agent.ok(Ops.FinishRunDocument, { runId: r, status: "SUCCEEDED" });
     const dead = await agent.ok(Ops.CreateSubIssuesDocument, { runId: r, parentId: parent.id, inputs: [{ title: "x" }] });

@@ -74,7 +74,6 @@ IssueRef.implement({
   }),
 });
 
-
 const IssueEdgeRef = builder.objectRef<IssueEdge>("IssueEdge");
 
 IssueEdgeRef.implement({

@@ -217,11 +217,7 @@ export function creationCtes(companyId: string, rows: IssueRow[], go: Sql, paren
     edges AS (
       INSERT INTO issue_dependencies (issue_id, blocked_by_id, company_id)
       SELECT c.id, e.blocker, ${companyId}::uuid FROM created c JOIN input t ON t.new_id = c.id JOIN edge_in e ON e.ord = t.ord
-      ${
-        parentWaits === null
-          ? raw("")
-          : sql`UNION ALL SELECT ${parentWaits}::uuid, c.id, ${companyId}::uuid FROM created c`
-      }
+      ${parentWaits === null ? raw("") : sql`UNION ALL SELECT ${parentWaits}::uuid, c.id, ${companyId}::uuid FROM created c`}
       RETURNING 1
     ),
     ${

@@ -190,12 +190,7 @@ export async function addDependency(deps: Pick<LockDeps, "db">, editor: GraphEdi
   return answer("DependencyAdded", editor, issueId, blockedById, row);
 }
 
-export async function removeDependency(
-  deps: Pick<LockDeps, "db">,
-  editor: GraphEditor,
-  issueId: string,
-  blockedById: string,
-): Promise<RemoveDependencyResult> {
+export async function removeDependency(deps: Pick<LockDeps, "db">, editor: GraphEditor, issueId: string, blockedById: string): Promise<RemoveDependencyResult> {
   // A removal closes no cycle: no graph lock, one statement.
   const row = await queryOne<EdgeAnswer>(deps.db, removeEdge(editor, issueId, blockedById));
   return answer("DependencyRemoved", editor, issueId, blockedById, row) as RemoveDependencyResult;

@@ -8,11 +8,7 @@ import { refuseRun } from "../runs/runs.js";
 import type { AgentActor, ReleaseIssueResult } from "../shared/types.js";
 import { issueNotFound } from "../shared/types.js";
 
-export async function releaseIssue(
-  deps: LockDeps,
-  actor: AgentActor,
-  input: ReleaseInput & { issueId: string },
-): Promise<ReleaseIssueResult> {
+export async function releaseIssue(deps: LockDeps, actor: AgentActor, input: ReleaseInput & { issueId: string }): Promise<ReleaseIssueResult> {
   const { runId, issueId, outcome } = input;
   const request = { actor, runId, issueId, outcome, ...releaseDetails(input) };
   const answer = deps.groups ? await deps.groups.release.submit(actor.companyId, request) : (await releaseForEach(deps, actor.companyId, [request]))[0]!;

@@ -143,11 +143,7 @@ export function refusal(runId: string, verdict: ReleaseVerdict, cur: Issue): Rel
   };
 }
 
-export async function releaseIssues(
-  deps: LockDeps,
-  actor: AgentActor,
-  input: ReleaseInput & { issueIds: string[] },
-): Promise<ReleaseIssuesResult> {
+export async function releaseIssues(deps: LockDeps, actor: AgentActor, input: ReleaseInput & { issueIds: string[] }): Promise<ReleaseIssuesResult> {
   const { runId, outcome } = input;
   const issueIds = [...new Set(input.issueIds)];
   if (issueIds.length === 0) throw new InvalidInputError("issueIds must not be empty");

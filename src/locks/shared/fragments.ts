@@ -125,8 +125,7 @@ export const claimable = (alias: string) =>
   ` AND (${alias}.not_before IS NULL OR ${alias}.not_before <= now())`;
 
 /** An OPEN issue `alias` that claim by id answers IssueWaiting for: a blocker short of DONE, or notBefore still ahead. */
-export const waiting = (alias: string) =>
-  `${alias}.status = 'OPEN' AND (${alias}.waiting_count > 0 OR ${alias}.not_before > now())`;
+export const waiting = (alias: string) => `${alias}.status = 'OPEN' AND (${alias}.waiting_count > 0 OR ${alias}.not_before > now())`;
 
 /**
  * The SET terms that delay issue `alias` by `seconds` (a SQL expression; NULL
