@@ -12,6 +12,7 @@ import { renderChart } from "./chart.js";
 const SCENARIOS: Record<string, () => Promise<{ run(o: BenchOptions): Promise<ScenarioResult> }>> = {
   claims: () => import("./claims.js"),
   keys: () => import("./keys.js"),
+  graph: () => import("./graph.js"),
   peers: () => import("./peers.js"),
   fanout: () => import("./fanout.js"),
   recovery: () => import("./recovery.js"),
