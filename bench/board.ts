@@ -141,6 +141,12 @@ async function screenshot(browser: Browser, url: string, databaseUrl: string, pa
     ids.push(createIssue.id);
   }
   const runs: string[] = [];
+  // the work graph: one issue waits on another, one is delayed ten minutes
+  await gql(url, co.boardKey, `mutation($i: ID!, $b: ID!) { addDependency(issueId: $i, blockedById: $b) { __typename } }`, { i: ids[4], b: ids[1] });
+  await gql(url, co.boardKey, `mutation($i: ID!, $t: DateTime) { updateIssue(id: $i, input: { notBefore: $t }) { __typename } }`, {
+    i: ids[7],
+    t: new Date(Date.now() + 600_000).toISOString(),
+  });
   for (const agent of co.agents) runs.push((await gql<{ startRun: { id: string } }>(url, agent.key, `mutation { startRun { id } }`)).startRun.id);
   const claim = (a: number, issue: string) =>
     gql(url, co.agents[a]!.key, `mutation($r: ID!, $i: ID) { claimIssue(runId: $r, issueId: $i) { __typename } }`, { r: runs[a], i: issue });
