@@ -3,51 +3,21 @@
 // agents), issue update and issue create --from, names beside ids in the
 // tables, --help for every command, errors in our words, and what `baton work`
 // says as it works.
-import type { ChildProcess } from "node:child_process";
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, createCompany, Ops, startHarness } from "../helpers/harness.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { ADMIN_TOKEN, createCompany, Ops } from "../helpers/harness.js";
 import type { Harness } from "../helpers/harness.js";
-import { assignedIssues, killGroups, spawnBaton } from "../helpers/cli.js";
-import type { Ran } from "../helpers/cli.js";
+import { assignedIssues, spawnBaton, useCliServer } from "../helpers/cli.js";
 
+const cli = useCliServer("baton-commands-");
+const { baton, ok, refused, scratch, children } = cli;
 let h: Harness;
-const scratch = mkdtempSync(path.join(tmpdir(), "baton-commands-"));
-const children: ChildProcess[] = [];
+beforeAll(() => {
+  h = cli.h;
+});
 const ROOT = path.resolve(import.meta.dirname, "../..");
-
-beforeAll(async () => {
-  h = await startHarness();
-});
-afterAll(async () => {
-  killGroups(children.map((c) => c.pid!));
-  rmSync(scratch, { recursive: true, force: true });
-  await h?.close();
-});
-
-function baton(args: string[], token: string | null): Ran {
-  const ran = spawnBaton(h.url, args, token);
-  children.push(ran.child);
-  return ran;
-}
-
-async function ok(args: string[], token: string | null): Promise<string> {
-  const run = baton(args, token);
-  const code = await run.exited;
-  if (code !== 0) throw new Error(`baton ${args.join(" ")} exited ${code}: ${run.stderr()}`);
-  return run.stdout();
-}
-
-/** One line on stderr, the documented exit code, nothing on stdout. */
-async function refused(args: string[], token: string | null, code: number, line: RegExp): Promise<void> {
-  const run = baton(args, token);
-  expect(await run.exited, run.stderr()).toBe(code);
-  expect(run.stderr().trim().split("\n")).toEqual([expect.stringMatching(line)]);
-  expect(run.stdout()).toBe("");
-}
 
 /** A table's rows as cells: columns are separated by two or more spaces. */
 const rows = (out: string) =>

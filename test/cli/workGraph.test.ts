@@ -4,49 +4,20 @@
 // last stderr line `retry-after: N` as "not now"; `issue create` takes the
 // graph's fields, `ready` lists what a claim may take, `issue block` and
 // `unblock` edit the graph (a cycle refused in words), `issue show` shows it.
-import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { createCompany, Ops } from "../helpers/harness.js";
 import type { Company, Harness } from "../helpers/harness.js";
-import { assignedIssues, killGroups, spawnBaton } from "../helpers/cli.js";
+import { assignedIssues, spawnBaton, useCliServer } from "../helpers/cli.js";
 import type { Ran } from "../helpers/cli.js";
 
+const cli = useCliServer("baton-graph-");
+const { baton, ok, refused, scratch, children } = cli;
 let h: Harness;
-const scratch = mkdtempSync(path.join(tmpdir(), "baton-graph-"));
-const children: ChildProcess[] = [];
-
-beforeAll(async () => {
-  h = await startHarness();
+beforeAll(() => {
+  h = cli.h;
 });
-afterAll(async () => {
-  killGroups(children.map((c) => c.pid!));
-  rmSync(scratch, { recursive: true, force: true });
-  await h?.close();
-});
-
-function baton(args: string[], token: string | null): Ran {
-  const ran = spawnBaton(h.url, args, token);
-  children.push(ran.child);
-  return ran;
-}
-
-async function ok(args: string[], token: string | null): Promise<string> {
-  const run = baton(args, token);
-  const code = await run.exited;
-  if (code !== 0) throw new Error(`baton ${args.join(" ")} exited ${code}: ${run.stderr()}`);
-  return run.stdout();
-}
-
-/** One line on stderr, the documented exit code, nothing on stdout. */
-async function refused(args: string[], token: string | null, code: number, line: RegExp): Promise<void> {
-  const run = baton(args, token);
-  expect(await run.exited, run.stderr()).toBe(code);
-  expect(run.stderr().trim().split("\n")).toEqual([expect.stringMatching(line)]);
-  expect(run.stdout()).toBe("");
-}
 
 interface Row {
   status: string;
