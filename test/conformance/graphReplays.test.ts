@@ -3,24 +3,10 @@
 // (src/locks/graph/creation.ts: a key hit is not checked;
 // src/locks/claim/checkoutIfExpected.ts, READ_WAITING_ON).
 import { expect, it } from "vitest";
-import { useRealWorld } from "../helpers/realWorld.js";
+import { untilWaiting, useRealWorld } from "../helpers/realWorld.js";
 import type { RealAnswer, Sequence } from "./adapter.js";
 
 const real = useRealWorld();
-
-/** Waits (at most 5 s) until `n` of the two instances' connections are waiting on a lock. */
-async function untilWaiting(n: number): Promise<void> {
-  const until = Date.now() + 5000;
-  while (Date.now() < until) {
-    await real.world.admin.query("SELECT pg_stat_clear_snapshot()");
-    const { rows } = await real.world.admin.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name LIKE 'baton-conformance-_'",
-    );
-    if (rows[0]!.n >= n) return;
-    await new Promise((r) => setImmediate(r));
-  }
-  throw new Error(`${n} statements were not waiting within 5 s`);
-}
 
 const runOf = async (seq: Sequence, agentId: string, name: string) => {
   const started = (await seq.exec({ verb: "startRun", agentId })) as RealAnswer;
@@ -46,7 +32,7 @@ it("IssueWaiting lists what the issue waits on at the version it was judged on: 
   try {
     await admin.query("SELECT 1 FROM heartbeat_runs WHERE id = $1 FOR UPDATE", [seq.names.real("r1")]);
     claim = seq.exec({ verb: "claimIssue", agentId: "B", runId: "r1", issueId: "i1" }, 0);
-    await untilWaiting(1);
+    await untilWaiting(real.world, 1);
     expect(await seq.exec({ verb: "addDependency", issueId: "i1", blockedById: "i2" }, 1)).toMatchObject({ __typename: "DependencyAdded" });
   } finally {
     await admin.query("COMMIT");

@@ -24,3 +24,17 @@ export function useRealWorld(): { readonly world: RealWorld } {
     },
   };
 }
+
+/** Waits (at most 5 s) until `n` of the world's two instances' connections are waiting on a lock (a staggered race's step). */
+export async function untilWaiting(world: RealWorld, n: number): Promise<void> {
+  const until = Date.now() + 5000;
+  while (Date.now() < until) {
+    await world.admin.query("SELECT pg_stat_clear_snapshot()");
+    const { rows } = await world.admin.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name LIKE 'baton-conformance-_'",
+    );
+    if (rows[0]!.n >= n) return;
+    await new Promise((r) => setImmediate(r));
+  }
+  throw new Error(`${n} statements were not waiting within 5 s`);
+}

@@ -10,7 +10,7 @@
 // takes its snapshot (the issue before the first's change) and waits for
 // the issue row; then the gate opens. Real verbs, real PostgreSQL.
 import { expect, it } from "vitest";
-import { useRealWorld } from "../helpers/realWorld.js";
+import { untilWaiting, useRealWorld } from "../helpers/realWorld.js";
 import type { RealAnswer, Sequence } from "../conformance/adapter.js";
 import type { Command, InitialStateInput } from "../../src/model/index.js";
 
@@ -26,20 +26,6 @@ async function arrange(initial: InitialStateInput): Promise<Sequence> {
   return seq;
 }
 
-/** Waits (at most 5 s) until `n` of the two instances' connections are waiting on a lock. */
-async function untilWaiting(n: number): Promise<void> {
-  const until = Date.now() + 5000;
-  while (Date.now() < until) {
-    await real.world.admin.query("SELECT pg_stat_clear_snapshot()");
-    const { rows } = await real.world.admin.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name LIKE 'baton-conformance-_'",
-    );
-    if (rows[0]!.n >= n) return;
-    await new Promise((r) => setImmediate(r));
-  }
-  throw new Error(`${n} statements were not waiting within 5 s`);
-}
-
 /** `first` changes the issue and holds it uncommitted (waiting for the key row the gate holds) while `second` starts and waits for it; both answers. */
 async function staggered(seq: Sequence, first: Command, second: Command): Promise<[RealAnswer, RealAnswer]> {
   const admin = real.world.admin;
@@ -49,9 +35,9 @@ async function staggered(seq: Sequence, first: Command, second: Command): Promis
   try {
     await admin.query("SELECT 1 FROM concurrency_keys WHERE company_id = $1 AND key = $2 FOR UPDATE", [seq.companyId, KEY]);
     a = seq.exec(first, 0);
-    await untilWaiting(1);
+    await untilWaiting(real.world, 1);
     b = seq.exec(second, 1);
-    await untilWaiting(2);
+    await untilWaiting(real.world, 2);
   } finally {
     await admin.query("COMMIT");
   }
@@ -124,7 +110,7 @@ it("a heartbeat of an expired run waiting for another statement to end that run 
   try {
     await admin.query("UPDATE heartbeat_runs SET status = 'CANCELLED', finished_at = now() WHERE id = $1", [seq.names.real("r1")]);
     beat = seq.exec({ verb: "heartbeatRun", agentId: "A", runId: "r1" }, 1);
-    await untilWaiting(1);
+    await untilWaiting(real.world, 1);
   } finally {
     await admin.query("COMMIT");
   }
