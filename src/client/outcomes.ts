@@ -33,14 +33,8 @@ function retryAfter(value: number | undefined): number | null {
 
 const optionsOf = <O extends OutcomeOptions>(given: string | O | undefined): O => (typeof given === "string" ? ({ reason: given } as O) : (given ?? ({} as O)));
 
-/**
- * Throw it from a handler to put the issue back in the queue: `new Requeue("reason")`, or
- * `new Requeue({ retryAfterSeconds: 60, reason })` for "not now, come back in a minute". Plain, the attempt
- * stays counted; with retryAfterSeconds the issue is not claimable for that long and the attempt is given back
- * ("not now" is not a failure: docs/lifecycle.md).
- */
-export class Requeue extends Error {
-  override name = "Requeue";
+/** What Requeue and Failed carry: a reason, a result, and when the issue may be claimed again. */
+abstract class RetryOutcome extends Error {
   readonly retryAfterSeconds: number | null;
   readonly result: unknown;
   constructor(reasonOrOptions?: string | RetryOptions) {
@@ -49,6 +43,16 @@ export class Requeue extends Error {
     this.retryAfterSeconds = retryAfter(options.retryAfterSeconds);
     this.result = options.result;
   }
+}
+
+/**
+ * Throw it from a handler to put the issue back in the queue: `new Requeue("reason")`, or
+ * `new Requeue({ retryAfterSeconds: 60, reason })` for "not now, come back in a minute". Plain, the attempt
+ * stays counted; with retryAfterSeconds the issue is not claimable for that long and the attempt is given back
+ * ("not now" is not a failure: docs/lifecycle.md).
+ */
+export class Requeue extends RetryOutcome {
+  override name = "Requeue";
 }
 
 /** Throw it from a handler to mark the issue BLOCKED, with the message as the reason: `new Blocked("needs a human")`, or with `{ reason, result }`. */
@@ -66,16 +70,8 @@ export class Blocked extends Error {
  * Throw it from a handler for FAILED with more than any other throw says: a `result`, and `retryAfterSeconds`
  * instead of the retry backoff (the attempt stays counted).
  */
-export class Failed extends Error {
+export class Failed extends RetryOutcome {
   override name = "Failed";
-  readonly retryAfterSeconds: number | null;
-  readonly result: unknown;
-  constructor(reasonOrOptions?: string | RetryOptions) {
-    const options = optionsOf(reasonOrOptions);
-    super(options.reason ?? "");
-    this.retryAfterSeconds = retryAfter(options.retryAfterSeconds);
-    this.result = options.result;
-  }
 }
 
 /** The release a handler asks for, before its result is checked. */
