@@ -111,6 +111,55 @@ describe("migrations", () => {
     }
   });
 
+  it("upgrade a database with work in flight to the work graph in place: every claimable issue stays claimable, keys' turns intact", async () => {
+    const name = `baton_test_graph_upgrade_${process.pid}`;
+    await withAdmin((c) => c.query(`CREATE DATABASE "${name}"`));
+    const url = new URL(database.url);
+    url.pathname = `/${name}`;
+    const dir = mkdtempSync(path.join(tmpdir(), "baton-migrations-"));
+    const upgraded = new pg.Client({ connectionString: url.toString() });
+    try {
+      const before = (await readMigrations()).filter((m) => m.name < "20261206000000_work_graph");
+      for (const m of before) {
+        mkdirSync(path.join(dir, m.name));
+        writeFileSync(path.join(dir, m.name, "migration.sql"), m.sql);
+      }
+      await migrate(url.toString(), dir);
+      await upgraded.connect();
+      // a company as the migrations before left it: OPEN work in keys and in the pool, some of it done, some exhausted
+      const {
+        rows: [co],
+      } = await upgraded.query("INSERT INTO companies (name) VALUES ('before') RETURNING id");
+      await upgraded.query(
+        `INSERT INTO issues (company_id, title, status, priority, concurrency_key, attempt_count)
+         SELECT $1, 'i' || g, (CASE WHEN g % 5 = 0 THEN 'DONE' ELSE 'OPEN' END)::issue_status,
+                (enum_range(NULL::issue_priority))[1 + g % 4], CASE WHEN g % 3 = 0 THEN '' ELSE 'k' || (g % 7) END,
+                CASE WHEN g % 11 = 0 THEN 3 ELSE 0 END
+           FROM generate_series(1, 400) g`,
+        [co.id],
+      );
+      const claimableNow = async (predicate: string) =>
+        (await upgraded.query<{ ids: string[] }>(`SELECT coalesce(array_agg(i.id ORDER BY i.id), '{}') AS ids FROM issues i WHERE ${predicate}`)).rows[0]!.ids;
+      const turns = async () =>
+        (await upgraded.query("SELECT key, top_priority, active FROM concurrency_keys WHERE company_id = $1 ORDER BY key", [co.id])).rows;
+      const was = await claimableNow("i.status = 'OPEN' AND i.attempt_count < i.max_attempts");
+      const keysWere = await turns();
+
+      await migrate(url.toString());
+
+      expect(was.length).toBeGreaterThan(200);
+      expect(await claimableNow(claimable("i"))).toEqual(was);
+      expect(await turns()).toEqual(keysWere);
+      expect(await upgraded.query("SELECT count(*)::int AS n FROM issues WHERE waiting_count <> 0 OR delayed OR not_before IS NOT NULL")).toMatchObject({
+        rows: [{ n: 0 }],
+      });
+    } finally {
+      await upgraded.end().catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+      await withAdmin((c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
+    }
+  });
+
   it("every model and column of schema.prisma exists in the migrated database", async () => {
     const prisma = readFileSync(new URL("../../prisma/schema.prisma", import.meta.url), "utf8");
     const models = [...prisma.matchAll(/^model (\w+) \{([\s\S]*?)^\}/gm)];
