@@ -180,7 +180,7 @@ export class ResponseEstimate {
    * fragment cost what one does). Fragments on different types of a union all
    * count, which can only overestimate.
    */
-  private object(sets: { set: SelectionSetNode; type: GraphQLNamedType }[]): number {
+  private object(sets: { set: SelectionSetNode; type: GraphQLNamedType }[], rows = 1): number {
     const fields = new Map<string, { node: FieldNode; parent: GraphQLNamedType }[]>();
     const visited = new Set<string>();
     const collect = (set: SelectionSetNode, type: GraphQLNamedType) => {
@@ -204,12 +204,12 @@ export class ResponseEstimate {
     };
     for (const { set, type } of sets) collect(set, type);
     let total = 2; // {}
-    for (const [key, nodes] of fields) total += key.length + 4 + this.value(nodes); // "key":,
+    for (const [key, nodes] of fields) total += key.length + 4 + this.value(nodes, rows); // "key":,
     return this.steps > MAX_STEPS ? Infinity : total;
   }
 
   /** The largest value of one response key: its field's nodes, merged (the largest if they name different fields). */
-  private value(nodes: { node: FieldNode; parent: GraphQLNamedType }[]): number {
+  private value(nodes: { node: FieldNode; parent: GraphQLNamedType }[], rows: number): number {
     const byField = new Map<string, { node: FieldNode; parent: GraphQLNamedType }[]>();
     for (const n of nodes) {
       const id = `${n.parent.name}.${n.node.name.value}`;
@@ -218,11 +218,17 @@ export class ResponseEstimate {
       else byField.set(id, [n]);
     }
     let largest = 0;
-    for (const group of byField.values()) largest = Math.max(largest, this.field(group));
+    for (const group of byField.values()) largest = Math.max(largest, this.field(group, rows));
     return largest;
   }
 
-  private field(group: { node: FieldNode; parent: GraphQLNamedType }[]): number {
+  /**
+   * A field's largest value. `rows` is what the nearest ROWS field above it
+   * allows when that field answers one object (a union such as
+   * ClaimIssuesResult, a connection): only the lists SIZED_BY_PARENT inside
+   * it hold that many rows, not its other members (a problem's fields).
+   */
+  private field(group: { node: FieldNode; parent: GraphQLNamedType }[], rows: number): number {
     const { node, parent } = group[0]!;
     const name = node.name.value;
     if (name === "__typename") return 40;
@@ -232,10 +238,14 @@ export class ResponseEstimate {
     if (!def) return 0;
     const type = getNamedType(def.type);
     const sets = group.flatMap((g) => (g.node.selectionSet ? [{ set: g.node.selectionSet, type }] : []));
-    const each = isLeafType(type) ? leafWidth(parent.name, name, type) : this.object(sets);
-    const rowsOf = ROWS[`${parent.name}.${name}`];
-    const count = rowsOf ? rowsOf(argumentValues(node, this.variables, () => (this.usedVariables = true))) : 1;
-    return count * (each + (isList(def.type) || count > 1 ? 1 : 0));
+    const key = `${parent.name}.${name}`;
+    const rowsOf = ROWS[key];
+    const own = rowsOf ? rowsOf(argumentValues(node, this.variables, () => (this.usedVariables = true))) : 1;
+    const list = isList(def.type);
+    // a list holds its own rows, or its parent's; one object passes its rows down to the lists it holds
+    const count = list ? own * (SIZED_BY_PARENT.has(key) ? rows : 1) : 1;
+    const each = isLeafType(type) ? leafWidth(parent.name, name, type) : this.object(sets, list ? 1 : own);
+    return count * (each + (list ? 1 : 0));
   }
 }
 

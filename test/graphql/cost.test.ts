@@ -64,3 +64,13 @@ it("counts a payload and a result at their 64 KB each, so a batch that selects t
   // one claim with both fits easily under the default limit
   expect(estimate(`mutation { claimIssue(runId: "${C}") { ... on IssueClaimed { issue { id payload result } } } }`)).toBeLessThan(200_000);
 });
+
+it("counts a batch's rows in its list only: the problem it might answer instead is counted once", () => {
+  const claim = (problem: string) =>
+    `mutation { claimIssues(runId: "${C}", limit: 1000) { ... on IssuesClaimed { issues { id } } ${problem} } }`;
+  const withProblems = estimate(claim("... on RunNotActive { message runId } ... on Problem { message }"));
+  expect(withProblems - estimate(claim(""))).toBeLessThan(2_000);
+  // a connection's page info is one object, its edges the page's rows
+  const page = (fields: string) => `{ issues(companyId: "${C}", first: 500) { edges { node { id } } ${fields} } }`;
+  expect(estimate(page("pageInfo { hasNextPage endCursor }")) - estimate(page(""))).toBeLessThan(1_000);
+});

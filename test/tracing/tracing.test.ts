@@ -239,9 +239,11 @@ it("a recovery sweep is a trace: one span, a child per step, the statements unde
   expect(root!.attributes["baton.timed_out_runs"]).toBe(counts.timedOutRuns);
   const steps = spans().filter((s) => parentId(s) === root!.spanContext().spanId);
   expect(steps.map((s) => s.name)).toEqual([
+    "recovery wake due issues",
     "recovery time out expired runs",
     "recovery time out busy expired runs",
     "recovery recover locks of dead runs",
+    "recovery end executions past their limit",
     "recovery escalate exhausted open issues",
   ]);
   const under = (step: string) =>
