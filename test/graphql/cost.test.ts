@@ -66,8 +66,7 @@ it("counts a payload and a result at their 64 KB each, so a batch that selects t
 });
 
 it("counts a batch's rows in its list only: the problem it might answer instead is counted once", () => {
-  const claim = (problem: string) =>
-    `mutation { claimIssues(runId: "${C}", limit: 1000) { ... on IssuesClaimed { issues { id } } ${problem} } }`;
+  const claim = (problem: string) => `mutation { claimIssues(runId: "${C}", limit: 1000) { ... on IssuesClaimed { issues { id } } ${problem} } }`;
   const withProblems = estimate(claim("... on RunNotActive { message runId } ... on Problem { message }"));
   expect(withProblems - estimate(claim(""))).toBeLessThan(2_000);
   // a connection's page info is one object, its edges the page's rows
