@@ -7,7 +7,7 @@ import type { UpdateIssueInput } from "./board.js";
 import { forceReleaseIssue, updateIssue } from "./board.js";
 import { claimIssue, claimIssues } from "./claims.js";
 import { acquireExecution } from "./execution.js";
-import type { CreateInput } from "./graph.js";
+import type { CreateInput } from "./state.js";
 import { addDependency, createIssues, createSubIssues, removeDependency } from "./graph.js";
 import { sweep, tick } from "./recovery.js";
 import { releaseIssue, releaseIssues } from "./release.js";

@@ -7,7 +7,7 @@ import type { Answer } from "./answers.js";
 import type { UpdateIssueInput } from "./board.js";
 import type { Command } from "./commands.js";
 import { apply, describe } from "./commands.js";
-import type { CreateInput } from "./graph.js";
+import type { CreateInput } from "./state.js";
 import type { StateInvariant, TransitionInvariant } from "./invariants.js";
 import { REACHABLE_STATE_CHECKS, TRANSITION_INVARIANTS, checkInitial } from "./invariants.js";
 import { ISSUE_STATUSES } from "../domain/types.js";

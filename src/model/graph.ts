@@ -8,32 +8,8 @@ import { badInput, issueNotFound, notFound } from "./answers.js";
 import { refuseDurations } from "./board.js";
 import { refuseRun } from "./runs.js";
 import { cyclePath, isLive } from "./rules.js";
-import type { Issue, IssuePriority, Json, State, Step } from "./state.js";
+import type { CreateInput, Issue, State, Step } from "./state.js";
 import { byId, findIssue, findRun, withIssue, withNewIssue } from "./state.js";
-
-/** CreateIssueInput as the model takes it (titles and descriptions left out; durations and notBefore in clock units). */
-export interface CreateInput {
-  /** BACKLOG or OPEN (default OPEN). */
-  status?: "BACKLOG" | "OPEN";
-  priority?: IssuePriority;
-  assigneeAgentId?: string | null;
-  concurrencyKey?: string | null;
-  /** 1–100, default 3. */
-  maxAttempts?: number;
-  /** createIssues only (createSubIssues sets its own): an issue of the company. */
-  parentId?: string | null;
-  /** At most 100 issues of the company. */
-  blockedBy?: readonly string[];
-  /** A clock value. */
-  notBefore?: number | null;
-  /** 1–200 characters. */
-  idempotencyKey?: string | null;
-  /** 0 to a day (default 0). */
-  retryDelaySeconds?: number;
-  /** 1 to a week; null or left out: no limit. */
-  maxExecutionSeconds?: number | null;
-  payload?: Json;
-}
 
 const MAX_ISSUES_PER_CALL = 1000;
 const MAX_SUB_ISSUES_PER_CALL = 100;

@@ -26,7 +26,7 @@ export { BOARD_TRANSITIONS, forceReleaseIssue, refuseDurations, updateIssue } fr
 export type { UpdateIssueInput } from "./board.js";
 export { tick, sweep, recoverLock, executionOverdue, EXECUTION_TIMED_OUT } from "./recovery.js";
 export { createIssues, createSubIssues, addDependency, removeDependency, issueWithKey } from "./graph.js";
-export type { CreateInput } from "./graph.js";
+export type { CreateInput } from "./state.js";
 export type { ReleaseArgs } from "./release.js";
 export { AGENT_DISABLED, disableAgent, enableAgent, stopAgent, takeBackLocks } from "./agents.js";
 export { runHeartbeat } from "./scheduler.js";

@@ -134,24 +134,33 @@ export interface Step<A> {
   readonly events: readonly Event[];
 }
 
-export interface IssueInput {
-  id: string;
-  /** createIssue accepts only BACKLOG or OPEN (default OPEN). */
+/** CreateIssueInput as the model takes it (titles and descriptions left out; durations and notBefore in clock units). */
+export interface CreateInput {
+  /** BACKLOG or OPEN (default OPEN). */
   status?: "BACKLOG" | "OPEN";
   priority?: IssuePriority;
   assigneeAgentId?: string | null;
   concurrencyKey?: string | null;
   /** 1–100, default 3. */
   maxAttempts?: number;
-  /** An issue listed before this one (the initial state is a company as createIssues left it). */
+  /** createIssues only (createSubIssues sets its own): an issue of the company (in an initial state, one listed before). */
   parentId?: string | null;
-  /** Issues listed before this one. */
+  /** At most 100 issues of the company (in an initial state, ones listed before). */
   blockedBy?: readonly string[];
+  /** A clock value. */
   notBefore?: number | null;
+  /** 1–200 characters. */
   idempotencyKey?: string | null;
+  /** 0 to a day (default 0). */
   retryDelaySeconds?: number;
+  /** 1 to a week; null or left out: no limit. */
   maxExecutionSeconds?: number | null;
   payload?: Json;
+}
+
+/** An issue of an initial state: created as createIssues would, under a name of its own. */
+export interface IssueInput extends CreateInput {
+  id: string;
 }
 
 export interface InitialStateInput {
