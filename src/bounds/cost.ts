@@ -73,8 +73,8 @@ export const ROWS: Record<string, (args: Args) => number> = {
   "Issue.blockedBy": () => MAX_BLOCKED_BY,
   "Issue.waitingOn": () => MAX_BLOCKED_BY,
   "IssueWaiting.waitingOn": () => MAX_BLOCKED_BY,
-  // a cycle's path is as long as the graph is deep; estimated as one issue's blockers
-  "DependencyCycle.path": () => MAX_BLOCKED_BY,
+  // a cycle's path is as long as the graph is deep: estimated at this many issues
+  "DependencyCycle.path": () => 10_000,
   "Mutation.createSubIssues": (a) => rows(Array.isArray(a.inputs) ? a.inputs.length : 1, { fallback: 1, max: MAX_SUB_ISSUES_PER_CALL }),
 };
 

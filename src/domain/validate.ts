@@ -87,30 +87,37 @@ export const MAX_JSON_BYTES = 65_536;
  */
 export function serialiseJson(name: string, value: unknown): string | null {
   if (value === null || value === undefined) return null;
-  if (jsonDepth(value) > MAX_JSON_DEPTH) throw new InvalidInputError(`${name} must be nested at most ${MAX_JSON_DEPTH} levels deep`);
+  checkJson(name, value);
   const text = JSON.stringify(value);
   if (text === undefined) throw new InvalidInputError(`${name} must be a JSON value`);
   if (Buffer.byteLength(text, "utf8") > MAX_JSON_BYTES) throw new InvalidInputError(`${name} must be at most ${MAX_JSON_BYTES} bytes of JSON`);
-  if (text.includes("\\u0000")) throw new InvalidInputError(`${name} must not contain NUL characters`);
-  if (LONE_SURROGATE.test(text)) throw new InvalidInputError(`${name} must be well-formed Unicode (it has half of a surrogate pair)`);
   return text;
 }
 
 /** How deeply payload and result may nest (objects and arrays). */
 const MAX_JSON_DEPTH = 64;
 
-/** The nesting depth of a JSON value, walked without recursion (a hostile value cannot overflow the stack); stops past MAX_JSON_DEPTH. */
-function jsonDepth(value: unknown): number {
-  let deepest = 0;
+/**
+ * Walks a JSON value without recursion (a hostile value cannot overflow the
+ * stack): at most MAX_JSON_DEPTH levels of objects and arrays, and no string
+ * or key PostgreSQL's jsonb would refuse (NUL, half of a surrogate pair).
+ * Strings are checked as they are, not as JSON text, where a backslash and
+ * "u0000" would look like a NUL.
+ */
+function checkJson(name: string, value: unknown): void {
   const stack: [unknown, number][] = [[value, 1]];
+  const text = (s: string) => {
+    if (s.includes("\u0000")) throw new InvalidInputError(`${name} must not contain NUL characters`);
+    if (LONE_SURROGATE.test(s)) throw new InvalidInputError(`${name} must be well-formed Unicode (it has half of a surrogate pair)`);
+  };
   while (stack.length > 0) {
     const [v, depth] = stack.pop()!;
+    if (typeof v === "string") text(v);
     if (v === null || typeof v !== "object") continue;
-    deepest = Math.max(deepest, depth);
-    if (deepest > MAX_JSON_DEPTH) return deepest;
+    if (depth > MAX_JSON_DEPTH) throw new InvalidInputError(`${name} must be nested at most ${MAX_JSON_DEPTH} levels deep`);
+    if (!Array.isArray(v)) for (const key of Object.keys(v)) text(key);
     for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1]);
   }
-  return deepest;
 }
 
 /** A whole number of seconds in min..max (retryAfterSeconds, retryDelaySeconds, maxExecutionSeconds). */

@@ -372,6 +372,11 @@ describe("idempotent creation, payload and result", () => {
     expect(releaseIssue).toMatchObject({ __typename: "IssueReleased", issue: { status: "BLOCKED", result, payload } });
     const big = { blob: "x".repeat(70_000) };
     expect(await co.board.errorCode(Ops.CreateIssueDocument, { input: { title: "big", payload: big } })).toBe("BAD_USER_INPUT");
+    // strings are checked as they are: a backslash and "u0000" is text, a NUL or half a surrogate pair is refused
+    expect((await issue(co, { payload: { path: "C:\\u0000dir" } })).payload).toEqual({ path: "C:\\u0000dir" });
+    for (const bad of [{ s: "a\u0000b" }, { "\ud800": 1 }, ["\udc00"]]) {
+      expect(await co.board.errorCode(Ops.CreateIssueDocument, { input: { title: "bad", payload: bad } }), JSON.stringify(bad)).toBe("BAD_USER_INPUT");
+    }
     let deep: unknown = 1;
     for (let i = 0; i < 100; i++) deep = [deep];
     expect(await co.board.errorCode(Ops.CreateIssueDocument, { input: { title: "deep", payload: deep } })).toBe("BAD_USER_INPUT");

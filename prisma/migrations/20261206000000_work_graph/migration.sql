@@ -26,9 +26,10 @@ ALTER TABLE "issues"
     ADD CONSTRAINT "issues_delayed_has_time" CHECK (NOT "delayed" OR "not_before" IS NOT NULL),
     ADD CONSTRAINT "issues_idempotency_key_length" CHECK (char_length("idempotency_key") BETWEEN 1 AND 200),
     ADD CONSTRAINT "issues_retry_delay_range" CHECK ("retry_delay_seconds" BETWEEN 0 AND 86400),
-    ADD CONSTRAINT "issues_max_execution_range" CHECK ("max_execution_seconds" BETWEEN 1 AND 604800),
-    ADD CONSTRAINT "issues_payload_size" CHECK (octet_length("payload"::text) <= 65536),
-    ADD CONSTRAINT "issues_result_size" CHECK (octet_length("result"::text) <= 65536);
+    ADD CONSTRAINT "issues_max_execution_range" CHECK ("max_execution_seconds" BETWEEN 1 AND 604800);
+-- payload and result: the API refuses more than 64 KB of compact JSON. No CHECK
+-- here: PostgreSQL's text of the same value is longer (spaces, numbers written
+-- out in full), so a CHECK on it would refuse values the API accepted.
 
 -- One issue per idempotency key and company, for the issue's life.
 CREATE UNIQUE INDEX "issues_company_id_idempotency_key_key" ON "issues"("company_id", "idempotency_key") WHERE "idempotency_key" IS NOT NULL;
@@ -264,49 +265,51 @@ CREATE TRIGGER "issues_dependents_follow_done" AFTER UPDATE ON "issues"
 
 -- The path p_from … p_to along blockedBy edges (p_from waits on the next, and
 -- so on up to p_to), each issue once, or NULL when p_to is not reachable:
--- adding "p_to waits on p_from" would close exactly this cycle. Breadth
--- first, so the path is a shortest one.
-CREATE FUNCTION "baton_dependency_path"(p_from UUID, p_to UUID) RETURNS UUID[] LANGUAGE plpgsql STABLE AS $$
+-- adding "p_to waits on p_from" would close exactly this cycle. Reachability
+-- first, set-based (most additions close no cycle); then breadth first, so
+-- the path is a shortest one, with the issues seen kept in a temporary table
+-- keyed by id, so the search costs what the edges it reads cost (an array of
+-- the issues seen, and edges joined by hash, made it quadratic: 63 s for a
+-- chain of 20,000, now under a second).
+CREATE FUNCTION "baton_dependency_path"(p_from UUID, p_to UUID) RETURNS UUID[] LANGUAGE plpgsql AS $$
 DECLARE
-  v_seen UUID[] := ARRAY[p_from];
-  v_came_from UUID[] := ARRAY[NULL::UUID];
-  v_frontier UUID[] := ARRAY[p_from];
-  v_next UUID[];
-  v_path UUID[];
-  v_at UUID;
-  v_i INTEGER;
+  v_depth INTEGER := 0;
+  v_back UUID[] := ARRAY[p_to];
+  v_at UUID := p_to;
 BEGIN
   IF p_from = p_to THEN
     RETURN ARRAY[p_from];
   END IF;
-  -- (reachability first, set-based: most additions close no cycle)
   IF NOT EXISTS (
+    -- (each step probes the primary key: OFFSET 0 keeps the LATERAL a probe; as a join the planner hashed every edge, once per step)
     WITH RECURSIVE up(id) AS (
-      SELECT p_from UNION SELECT d."blocked_by_id" FROM up JOIN "issue_dependencies" d ON d."issue_id" = up.id
+      SELECT p_from
+      UNION
+      SELECT n."blocked_by_id" FROM up CROSS JOIN LATERAL (SELECT d."blocked_by_id" FROM "issue_dependencies" d WHERE d."issue_id" = up.id OFFSET 0) n
     ) SELECT 1 FROM up WHERE up.id = p_to) THEN
     RETURN NULL;
   END IF;
-  LOOP
-    SELECT array_agg(x.b), array_agg(x.a) INTO v_next, v_path FROM (
-      SELECT DISTINCT ON (d."blocked_by_id") d."blocked_by_id" AS b, d."issue_id" AS a
-        FROM "issue_dependencies" d
-       WHERE d."issue_id" = ANY(v_frontier) AND NOT d."blocked_by_id" = ANY(v_seen)
-       ORDER BY d."blocked_by_id", d."issue_id") x;
-    IF v_next IS NULL THEN
+  CREATE TEMP TABLE IF NOT EXISTS "baton_path_seen" ("id" UUID PRIMARY KEY, "came_from" UUID, "depth" INTEGER NOT NULL) ON COMMIT DELETE ROWS;
+  CREATE INDEX IF NOT EXISTS "baton_path_seen_depth" ON "baton_path_seen" ("depth");
+  DELETE FROM "baton_path_seen";
+  INSERT INTO "baton_path_seen" VALUES (p_from, NULL, 0);
+  WHILE NOT EXISTS (SELECT 1 FROM "baton_path_seen" WHERE "id" = p_to) LOOP
+    INSERT INTO "baton_path_seen" ("id", "came_from", "depth")
+      SELECT DISTINCT ON (n."blocked_by_id") n."blocked_by_id", s."id", v_depth + 1
+        FROM "baton_path_seen" s
+       CROSS JOIN LATERAL (SELECT d."blocked_by_id" FROM "issue_dependencies" d WHERE d."issue_id" = s."id" OFFSET 0) n
+       WHERE s."depth" = v_depth
+       ORDER BY n."blocked_by_id", s."id"
+          ON CONFLICT ("id") DO NOTHING;
+    IF NOT FOUND THEN
       RETURN NULL;
     END IF;
-    v_seen := v_seen || v_next;
-    v_came_from := v_came_from || v_path;
-    EXIT WHEN p_to = ANY(v_next);
-    v_frontier := v_next;
+    v_depth := v_depth + 1;
   END LOOP;
-  -- walk back from p_to to p_from
-  v_path := ARRAY[p_to];
-  v_at := p_to;
+  -- walk back from p_to to p_from (appending: a plpgsql array grows in place), then turn it round
   WHILE v_at <> p_from LOOP
-    v_i := array_position(v_seen, v_at);
-    v_at := v_came_from[v_i];
-    v_path := v_at || v_path;
+    SELECT "came_from" INTO v_at FROM "baton_path_seen" WHERE "id" = v_at;
+    v_back := v_back || v_at;
   END LOOP;
-  RETURN v_path;
+  RETURN ARRAY(SELECT x FROM unnest(v_back) WITH ORDINALITY AS t(x, n) ORDER BY n DESC);
 END $$;

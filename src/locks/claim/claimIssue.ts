@@ -57,7 +57,9 @@ async function checkoutNamed(deps: LockDeps, actor: AgentActor, runId: string, i
       ];
       return {
         __typename: "IssueWaiting",
-        message: `issue ${issueId} is not ready: it waits on ${parts.join(" and ") || "its notBefore"}`,
+        message: parts.length
+          ? `issue ${issueId} is not ready: it waits on ${parts.join(" and ")}`
+          : `issue ${issueId} was not ready (what it waited on has just ended): claim it again`,
         issueId,
         waitingOn,
         notBefore: cur.notBefore,

@@ -2,7 +2,7 @@
 // issue's checkout, says that one issue waits on another (docs/lifecycle.md,
 // "The work graph"). Not a lock change: no ledger event; a held issue keeps
 // its locks and the edge matters from its next claim.
-import { issueJson, queryOne, queryOneInTransaction, raw, retryingAborts, sql, statement } from "../../db/sql.js";
+import { issueJson, queryOneInTransaction, raw, retryingAborts, sql, statement } from "../../db/sql.js";
 import type { Sql } from "../../db/sql.js";
 import type { LockDeps } from "../shared/deps.js";
 import { runIsLive } from "../shared/fragments.js";
@@ -191,7 +191,8 @@ export async function addDependency(deps: Pick<LockDeps, "db">, editor: GraphEdi
 }
 
 export async function removeDependency(deps: Pick<LockDeps, "db">, editor: GraphEditor, issueId: string, blockedById: string): Promise<RemoveDependencyResult> {
-  // A removal closes no cycle: no graph lock, one statement.
-  const row = await queryOne<EdgeAnswer>(deps.db, removeEdge(editor, issueId, blockedById));
+  // A removal closes no cycle, but takes the graph lock all the same: removing "X waits on B" beside adding
+  // "B waits on X" would otherwise lock B then X against X then B.
+  const row = await inGraphTransaction(deps, editor.companyId, removeEdge(editor, issueId, blockedById));
   return answer("DependencyRemoved", editor, issueId, blockedById, row) as RemoveDependencyResult;
 }
