@@ -870,19 +870,7 @@ function noteGraphReached(m: ModelBox, c: Command): void {
       if (i.blockedBy.length > 0 && s.issues.some((x) => x.parentId === i.id && i.blockedBy.includes(x.id))) m.reached.parentBack++;
     }
   }
-  if (
-    c.verb === "sweep" &&
-    s.issues.some(
-      (i) =>
-        executionOverdue(i, s.clock) &&
-        isLive(
-          s.runs.find((r) => r.id === i.checkoutRunId),
-          s.clock,
-        ),
-    )
-  ) {
-    m.reached.executionOverdue++;
-  }
+  if (c.verb === "sweep" && overdueWhileLive(s)) m.reached.executionOverdue++;
   if (c.verb === "releaseIssue" && live(c.runId, c.agentId)) {
     const issue = s.issues.find((i) => i.id === c.issueId && i.checkoutRunId === c.runId);
     if (issue && c.outcome === "REQUEUE" && c.retryAfterSeconds !== undefined && issue.status === "IN_PROGRESS") m.reached.attemptGivenBack++;
@@ -895,6 +883,17 @@ function noteGraphReached(m: ModelBox, c: Command): void {
     if (step.events.some((e) => e.kind === "RECOVERED" && (s.issues.find((i) => i.id === e.issueId)?.retryDelaySeconds ?? 0) > 0)) m.reached.backoff++;
   }
 }
+
+/** Whether an execution is past its limit while its run is live: what a sweep takes back (EXECUTION_TIMED_OUT). */
+const overdueWhileLive = (s: State) =>
+  s.issues.some(
+    (i) =>
+      executionOverdue(i, s.clock) &&
+      isLive(
+        s.runs.find((r) => r.id === i.checkoutRunId),
+        s.clock,
+      ),
+  );
 
 /** The work graph's races a pair comes upon (Reached). */
 function noteGraphRace(m: ModelBox, a: Command, b: Command): void {
@@ -914,19 +913,7 @@ function noteGraphRace(m: ModelBox, a: Command, b: Command): void {
       const released = namedIssues(y);
       if (s.issues.some((i) => i.status === "OPEN" && i.blockedBy.some((id) => released.includes(id)))) m.reached.claimBesideDone++;
     }
-    if (
-      x.verb === "sweep" &&
-      s.issues.some(
-        (i) =>
-          executionOverdue(i, s.clock) &&
-          isLive(
-            s.runs.find((r) => r.id === i.checkoutRunId),
-            s.clock,
-          ),
-      )
-    ) {
-      m.reached.executionOverdue++;
-    }
+    if (x.verb === "sweep" && overdueWhileLive(s)) m.reached.executionOverdue++;
     if (x.verb === "releaseIssue" && x.outcome === "FAILED" && x.retryAfterSeconds === undefined) {
       const issue = s.issues.find((i) => i.id === x.issueId && i.checkoutRunId === x.runId);
       if (issue && issue.retryDelaySeconds > 0 && issue.attemptCount < issue.maxAttempts) m.reached.backoff++;
