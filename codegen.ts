@@ -2,7 +2,8 @@
 // TypedDocumentNodes: the tests' operations (test/operations → test/generated),
 // the baton/client SDK's own (src/client/operations → src/client/generated, its
 // public `Documents`) and the `baton` CLI's, with the SDK's it also uses
-// (src/cli/operations and src/client/operations → src/cli/generated).
+// (src/cli/operations and src/client/operations → src/cli/generated), and the
+// MCP server's (src/mcp/operations → src/mcp/generated).
 // The board's (src/board/operations → src/board/generated) are plain strings
 // (documentMode "string"), so the page it runs in needs no GraphQL library.
 import type { CodegenConfig } from "@graphql-codegen/cli";
@@ -25,6 +26,7 @@ const config: CodegenConfig = {
     "test/generated/": { ...preset, documents: ["test/operations/**/*.graphql"] },
     "src/client/generated/": { ...preset, documents: ["src/client/operations/**/*.graphql"] },
     "src/cli/generated/": { ...preset, documents: ["src/client/operations/**/*.graphql", "src/cli/operations/**/*.graphql"] },
+    "src/mcp/generated/": { ...preset, documents: ["src/mcp/operations/**/*.graphql"] },
     "src/board/generated/": {
       ...preset,
       presetConfig: { ...preset.presetConfig, persistedDocuments: false },

@@ -766,6 +766,24 @@ CREATE TABLE public.lock_events_pruned (
 
 
 --
+-- Name: mcp_sessions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.mcp_sessions (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    company_id uuid NOT NULL,
+    agent_id uuid NOT NULL,
+    key_id uuid NOT NULL,
+    instance_id text NOT NULL,
+    run_id uuid,
+    holds jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    last_seen_at timestamp(6) with time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    CONSTRAINT mcp_sessions_instance_id_length CHECK (((char_length(instance_id) >= 1) AND (char_length(instance_id) <= 100)))
+);
+
+
+--
 -- Name: _prisma_migrations _prisma_migrations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -851,6 +869,14 @@ ALTER TABLE ONLY public.lock_events
 
 ALTER TABLE ONLY public.lock_events_pruned
     ADD CONSTRAINT lock_events_pruned_pkey PRIMARY KEY (company_id);
+
+
+--
+-- Name: mcp_sessions mcp_sessions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_sessions
+    ADD CONSTRAINT mcp_sessions_pkey PRIMARY KEY (id);
 
 
 --
@@ -1015,6 +1041,27 @@ CREATE INDEX lock_events_company_id_issue_id_seq_idx ON ONLY public.lock_events 
 
 
 --
+-- Name: mcp_sessions_instance_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX mcp_sessions_instance_id_idx ON public.mcp_sessions USING btree (instance_id);
+
+
+--
+-- Name: mcp_sessions_key_id_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX mcp_sessions_key_id_idx ON public.mcp_sessions USING btree (key_id);
+
+
+--
+-- Name: mcp_sessions_last_seen_at_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX mcp_sessions_last_seen_at_idx ON public.mcp_sessions USING btree (last_seen_at);
+
+
+--
 -- Name: issues issues_dependents_follow_done; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1137,3 +1184,27 @@ ALTER TABLE ONLY public.issues
 
 ALTER TABLE ONLY public.issues
     ADD CONSTRAINT issues_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES public.issues(id);
+
+
+--
+-- Name: mcp_sessions mcp_sessions_agent_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_sessions
+    ADD CONSTRAINT mcp_sessions_agent_id_fkey FOREIGN KEY (agent_id) REFERENCES public.agents(id);
+
+
+--
+-- Name: mcp_sessions mcp_sessions_company_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_sessions
+    ADD CONSTRAINT mcp_sessions_company_id_fkey FOREIGN KEY (company_id) REFERENCES public.companies(id);
+
+
+--
+-- Name: mcp_sessions mcp_sessions_key_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.mcp_sessions
+    ADD CONSTRAINT mcp_sessions_key_id_fkey FOREIGN KEY (key_id) REFERENCES public.api_keys(id);

@@ -37,6 +37,8 @@ import { Metrics } from "./metrics.js";
 import { operationSpans } from "./tracing/operations.js";
 import { tracing } from "./tracing/spans.js";
 import { keepLedgerPartitions } from "./retention/partitions.js";
+import { mcpRoute } from "./mcp/http/route.js";
+import { keepSessions, sessionKeepingMs } from "./mcp/http/sessions.js";
 
 export type { AppServices };
 
@@ -58,6 +60,8 @@ export interface AppDeps {
   corsOrigins?: readonly string[];
   /** How often delayed issues whose notBefore passed are made claimable (ms; default 250; 0: never, for tests that wake them by hand). */
   wakeIntervalMs?: number;
+  /** How long an MCP session over HTTP lives without a request (s; default 1800). */
+  mcpSessionIdleSeconds?: number;
 }
 
 export interface App {
@@ -147,8 +151,17 @@ export function buildApp(deps: AppDeps): App {
     context: (initial) => createContext(services, initial.principal ?? null),
   });
 
+  // MCP over HTTP (src/mcp/http/route.ts): each tool runs GraphQL through this yoga, as the request's key.
+  const mcp = mcpRoute({
+    resolver,
+    limits,
+    locks: services.locks,
+    graphql: async (request, principal) => yoga.fetch(request, { principal }),
+    log: deps.log,
+    onRefused,
+  });
   const server = httpServer({
-    handle: routes({ yoga, resolver, admission, limits, metrics, db: deps.db, bus: deps.bus, onRefused }),
+    handle: routes({ yoga, mcp, resolver, admission, limits, metrics, db: deps.db, bus: deps.bus, onRefused }),
     websockets: { yoga, resolver, revocations, admission, limits, log: deps.log, onRefused },
     log: deps.log,
   });
@@ -156,7 +169,9 @@ export function buildApp(deps: AppDeps): App {
   let stopKeeper: (() => void) | null = null;
   let stopListening: (() => void) | null = null;
   let waker: { stop(): Promise<void> } | null = null;
+  let sessionKeeper: { stop(): Promise<void> } | null = null;
   const wakeIntervalMs = deps.wakeIntervalMs ?? 250;
+  const idleSeconds = deps.mcpSessionIdleSeconds ?? 1800;
   return {
     services,
     fetch: async (request) => yoga.fetch(request, { principal: await resolver.resolve(request.headers.get("authorization"), "local") }),
@@ -164,6 +179,8 @@ export function buildApp(deps: AppDeps): App {
       stopKeeper ??= keepLedgerPartitions(deps.db, deps.log);
       // Delayed issues become claimable within wakeIntervalMs of their notBefore (src/locks/recovery/wakeDueIssues.ts).
       if (wakeIntervalMs > 0) waker ??= startWaking(deps.db, wakeIntervalMs, (companyId, ids) => deps.bus.announceIssues(companyId, ids));
+      // MCP sessions' runs kept alive while recent, ended once idle (src/mcp/http/sessions.ts).
+      sessionKeeper ??= keepSessions(services.locks, idleSeconds, sessionKeepingMs(deps.leaseSeconds, idleSeconds), deps.log);
       // Revocations made anywhere reach this instance (src/auth/revocations.ts); the poll's horizon is read before serving.
       stopListening ??= revocations.listen();
       await revocationPoll.start();
@@ -175,6 +192,7 @@ export function buildApp(deps: AppDeps): App {
       revocationPoll.stop();
       services.watcher.stop();
       await waker?.stop();
+      await sessionKeeper?.stop();
       await server.stop();
     },
   };

@@ -17,6 +17,8 @@ export interface Config {
   readonly recoveryIntervalMs: number;
   /** How often delayed issues whose notBefore has passed are made claimable (API instances and recovery); 0: never. */
   readonly wakeIntervalMs: number;
+  /** How long an MCP session over HTTP may go without a request before it ends and its run is finished. */
+  readonly mcpSessionIdleSeconds: number;
   /** Days of ledger history kept (whole UTC days, by partition); 0 keeps everything. */
   readonly eventRetentionDays: number;
   /** Days a finished run no issue refers to is kept; 0 keeps every run. */
@@ -98,6 +100,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     runLeaseSeconds: integer(env, "BATON_RUN_LEASE_SECONDS", 60, 1, 86_400),
     recoveryIntervalMs: integer(env, "BATON_RECOVERY_INTERVAL_MS", 5000, 10, 3_600_000),
     wakeIntervalMs: integer(env, "BATON_WAKE_INTERVAL_MS", 250, 0, 60_000),
+    mcpSessionIdleSeconds: integer(env, "BATON_MCP_SESSION_IDLE_SECONDS", 1800, 1, 604_800),
     eventRetentionDays: integer(env, "BATON_EVENT_RETENTION_DAYS", 30, 0, 36_500),
     runRetentionDays: integer(env, "BATON_RUN_RETENTION_DAYS", 30, 0, 36_500),
     dataDir: optionalString(env, "BATON_DATA_DIR") ?? ".baton",

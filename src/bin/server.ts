@@ -33,6 +33,7 @@ async function main() {
     limits: config.limits,
     corsOrigins: config.corsOrigins,
     wakeIntervalMs: config.wakeIntervalMs,
+    mcpSessionIdleSeconds: config.mcpSessionIdleSeconds,
   });
   // A failure to serve (a busy PORT, say) stops what was started, the embedded PostgreSQL included, before the one line.
   const { url } = await app.start(config.port, config.host).catch(async (err: unknown) => {

@@ -29,6 +29,14 @@ export interface Limits {
   readonly anonymousConnectionsPerAddress: number;
   /** Tokens that are not a known key, looked up in the database per minute per address; past it, 429 without a lookup. */
   readonly unknownKeysPerMinute: number;
+  /** MCP sessions over HTTP open at once for one key, on all instances together. */
+  readonly mcpSessionsPerKey: number;
+  /** MCP sessions over HTTP opened on one instance and open at once. */
+  readonly mcpSessionsPerInstance: number;
+  /** Bytes of one MCP request body (with an agent key; without one nothing is read). */
+  readonly mcpMaxBodyBytes: number;
+  /** MCP requests (tool calls and the rest) per minute for one key, on one instance. */
+  readonly mcpRequestsPerMinute: number;
 }
 
 export interface LimitSetting {
@@ -53,6 +61,10 @@ export const LIMIT_SETTINGS: readonly LimitSetting[] = [
   { name: "connectionsPerKey", env: "BATON_MAX_CONNECTIONS_PER_KEY", fallback: 100, min: 1, max: 1_000_000 },
   { name: "anonymousConnectionsPerAddress", env: "BATON_ANONYMOUS_MAX_CONNECTIONS", fallback: 10, min: 0, max: 1_000_000 },
   { name: "unknownKeysPerMinute", env: "BATON_UNKNOWN_KEYS_PER_MINUTE", fallback: 30, min: 1, max: 1_000_000 },
+  { name: "mcpSessionsPerKey", env: "BATON_MCP_SESSIONS_PER_KEY", fallback: 100, min: 1, max: 1_000_000 },
+  { name: "mcpSessionsPerInstance", env: "BATON_MCP_SESSIONS_PER_INSTANCE", fallback: 10_000, min: 1, max: 10_000_000 },
+  { name: "mcpMaxBodyBytes", env: "BATON_MCP_MAX_BODY_BYTES", fallback: 1024 * 1024, min: 1024, max: 64 * 1024 * 1024 },
+  { name: "mcpRequestsPerMinute", env: "BATON_MCP_REQUESTS_PER_MINUTE", fallback: 1_200, min: 1, max: 10_000_000 },
 ];
 
 export const DEFAULT_LIMITS: Limits = Object.freeze(Object.fromEntries(LIMIT_SETTINGS.map((s) => [s.name, s.fallback])) as unknown as Limits);

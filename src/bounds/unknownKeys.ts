@@ -18,7 +18,8 @@ const MAX_TRACKED_ADDRESSES = 10_000;
 /** The global bucket is this many addresses' worth. */
 const GLOBAL_FACTOR = 20;
 
-class Bucket {
+/** Tokens refilled evenly at `capacity` per minute, up to `capacity`. */
+export class Bucket {
   private tokens: number;
   private at: number;
 

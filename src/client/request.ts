@@ -51,12 +51,17 @@ export async function request<R, V extends Record<string, unknown> = Record<stri
   variables?: V,
   options: RequestOptions = {},
 ): Promise<R> {
+  return retryingConflicts(() => requestOnce<R, V>(endpoint, document, variables, options), options.signal);
+}
+
+/** Runs `attempt` again while it throws CONFLICT_RETRY (nothing was applied), up to CONFLICT_TRIES in all, after jittered waits. */
+export async function retryingConflicts<R>(attempt: () => Promise<R>, signal?: AbortSignal): Promise<R> {
   for (let tries = 1; ; tries++) {
     try {
-      return await requestOnce<R, V>(endpoint, document, variables, options);
+      return await attempt();
     } catch (err) {
       if (!(err instanceof BatonError) || err.code !== "CONFLICT_RETRY" || tries >= CONFLICT_TRIES) throw err;
-      await delay(Math.random() * CONFLICT_WAIT_MS * 2 ** (tries - 1), undefined, { signal: options.signal });
+      await delay(Math.random() * CONFLICT_WAIT_MS * 2 ** (tries - 1), undefined, { signal });
     }
   }
 }

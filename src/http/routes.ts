@@ -1,6 +1,6 @@
 // Every HTTP request's route: /healthz, /readyz, /metrics, /board, / and
-// /favicon.ico (src/http/landing.ts), and /graphql (GraphQL over HTTP and
-// SSE, GraphiQL) through yoga. Security headers go on every answer.
+// /favicon.ico (src/http/landing.ts), /mcp (src/mcp/http/route.ts), and
+// /graphql (GraphQL over HTTP and SSE, GraphiQL) through yoga. Security headers go on every answer.
 //
 // A request to /graphql is authenticated from its headers before its body is
 // read, so that a caller without a valid key gets the small limits
@@ -21,9 +21,12 @@ import { boardAssets, isBoardPath } from "./board.js";
 import { isLandingPath, serveLanding } from "./landing.js";
 import { answerExpectContinue, bodyLimitOf, discardRest } from "../bounds/body.js";
 import { setSecurityHeaders } from "./headers.js";
+import { MCP_PATH } from "../mcp/http/route.js";
 
 export interface RouteDeps {
   yoga: YogaServerInstance<TransportContext, object>;
+  /** /mcp: MCP over Streamable HTTP (src/mcp/http/route.ts). */
+  mcp: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   resolver: PrincipalResolver;
   admission: Admission;
   limits: Limits;
@@ -96,6 +99,11 @@ export function routes(deps: RouteDeps): (req: IncomingMessage, res: ServerRespo
     if (path === "/metrics") {
       res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
       return;
+    }
+    if (path === MCP_PATH) {
+      const timer = metrics.requestSeconds.startTimer({ path });
+      res.once("finish", () => timer({ status: String(res.statusCode) }));
+      return deps.mcp(req, res);
     }
     if (path === yoga.graphqlEndpoint || path === `${yoga.graphqlEndpoint}/`) {
       const timer = metrics.requestSeconds.startTimer({ path });

@@ -92,7 +92,9 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(options: { leaseSeconds?: number; redisUrl?: string; ledgerPollMs?: number } = {}): Promise<Harness> {
+export async function startHarness(
+  options: { leaseSeconds?: number; redisUrl?: string; ledgerPollMs?: number; mcpSessionIdleSeconds?: number } = {},
+): Promise<Harness> {
   const database = await createTestDatabase();
   const logged: Harness["logged"] = [];
   const log: Logger = (level, msg, fields) => void logged.push({ level, msg, fields });
@@ -114,6 +116,7 @@ export async function startHarness(options: { leaseSeconds?: number; redisUrl?: 
       leaseSeconds: options.leaseSeconds ?? 60,
       log,
       ledgerPollMs: options.ledgerPollMs ?? 200,
+      ...(options.mcpSessionIdleSeconds === undefined ? {} : { mcpSessionIdleSeconds: options.mcpSessionIdleSeconds }),
     });
     const { url } = await app.start(0);
     const instance = {

@@ -14,6 +14,7 @@ import { blockIssue, unblockIssue } from "./graph.js";
 import { cancelIssue, createIssue, forceReleaseIssue, listIssues, listReady, requeueIssue, showIssue, updateIssue } from "./issues.js";
 import { createAgent, disableAgent, enableAgent, listAgents, rotateAgentKey, rotateBoardKey } from "./keys.js";
 import { listLimits, removeLimit, setLimit } from "./limits.js";
+import { MCP_HELP, mcpCommand } from "./mcp.js";
 import { listRuns } from "./runs.js";
 import { whoami } from "./whoami.js";
 import { workCommand, WORK_HELP } from "./work.js";
@@ -233,6 +234,12 @@ export const COMMANDS: Record<string, Command> = {
         run: rotateBoardKey,
       },
     },
+  },
+  mcp: {
+    args: "",
+    what: "serve the Model Context Protocol over stdio, for an LLM agent (agent key)",
+    more: MCP_HELP,
+    run: mcpCommand,
   },
   work: {
     args: "[--concurrency N] [--once] [--include-unassigned] [--drain-timeout S] [--json] -- COMMAND [ARGS…]",
