@@ -18,6 +18,7 @@
 // runs out and the recovery sweep takes its holds back, as for any dead run.
 import { randomUUID } from "node:crypto";
 import type { Db } from "../../db/client.js";
+import { isUuid } from "../../domain/validate.js";
 import { queryAll, queryOne, queryOneInTransaction, retryingAborts, sql, statement } from "../../db/sql.js";
 import { finishRun } from "../../locks/runs/runs.js";
 import type { LockDeps } from "../../locks/shared/deps.js";
@@ -85,11 +86,9 @@ export async function openSession(db: Db, key: SessionKey, bounds: SessionBounds
   return opened?.id ?? null;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** The session `id` of `key`, renewed by this request; null if there is none (ended, idle past the limit, another key's). */
 export async function touchSession(db: Db, id: string, keyId: string): Promise<DbSession | null> {
-  if (!UUID.test(id)) return null;
+  if (!isUuid(id)) return null;
   const row = await queryOne<SessionRow | undefined>(
     db,
     statement(
@@ -108,7 +107,7 @@ export async function touchSession(db: Db, id: string, keyId: string): Promise<D
  * it holds goes back to the queue. False if there was no such session.
  */
 export async function endSession(deps: LockDeps, id: string, keyId: string): Promise<boolean> {
-  if (!UUID.test(id)) return false;
+  if (!isUuid(id)) return false;
   const ended = await queryOne<Ended | undefined>(
     deps.db,
     statement(

@@ -6,7 +6,7 @@ import { MAX_DESCRIPTION_LENGTH, MAX_TITLE_LENGTH } from "../../domain/validate.
 import { MAX_SUB_ISSUES_PER_CALL } from "../../locks/graph/createSubIssues.js";
 import { McpCreateSubIssuesDocument } from "../generated/graphql.js";
 import { lostHold } from "./holds.js";
-import { answer, issueId, issueOut, issueShape, PRIORITIES, problemFields, problemOf } from "./shapes.js";
+import { answer, anId, issueId, issueOut, issueShape, PRIORITIES, problemFields, problemOf } from "./shapes.js";
 import type { ToolContext } from "./shapes.js";
 import type { Tool } from "./tool.js";
 
@@ -14,7 +14,7 @@ const subIssue = z.object({
   title: z.string().min(1).max(MAX_TITLE_LENGTH),
   description: z.string().max(MAX_DESCRIPTION_LENGTH).optional(),
   priority: z.enum(PRIORITIES).optional(),
-  assigneeAgentId: z.uuid().optional().describe("Who should do it (default: nobody, so any agent taking unassigned work)"),
+  assigneeAgentId: anId("an agent id").optional().describe("Who should do it (default: nobody, so any agent taking unassigned work)"),
   concurrencyKey: z.string().min(1).max(200).optional(),
   idempotencyKey: z.string().min(1).max(200).optional().describe("Sent again, the same key creates nothing and answers the issue it made"),
 });

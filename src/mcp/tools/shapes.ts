@@ -7,6 +7,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import * as z from "zod";
 import { BatonError } from "../../client/errors.js";
+import { isUuid } from "../../domain/validate.js";
 import type { GraphQLCall } from "../calls.js";
 import type { Session } from "../session.js";
 
@@ -20,8 +21,9 @@ export interface ToolContext {
 export const ISSUE_STATUSES = ["BACKLOG", "BLOCKED", "CANCELLED", "CLAIMED", "DONE", "ESCALATED", "IN_PROGRESS", "OPEN"] as const;
 export const PRIORITIES = ["CRITICAL", "HIGH", "MEDIUM", "LOW"] as const;
 
-/** An issue id as the API takes it (a UUID); anything else is a bad argument, refused before a request. */
-export const issueId = z.uuid({ message: "must be an issue id (a UUID)" });
+/** An id as the API takes it (isUuid: any UUID); anything else is a bad argument, refused before a request. */
+export const anId = (what: string) => z.string().refine(isUuid, { message: `must be ${what} (a UUID)` });
+export const issueId = anId("an issue id");
 
 export const issueShape = z.object({
   id: z.string(),
