@@ -41,8 +41,8 @@ class ProcessSession implements Session {
     const { startRun: run } = await this.call(McpStartRunDocument, {});
     this.runId = run.id;
     // Three heartbeats per lease: two may be lost before the lease runs out.
-    const leaseMs = Math.max(3_000, Date.parse(run.leaseExpiresAt) - Date.parse(run.lastHeartbeatAt));
-    this.beat = setInterval(() => void this.heartbeat(run.id), Math.floor(leaseMs / 3));
+    const leaseMs = Date.parse(run.leaseExpiresAt) - Date.parse(run.lastHeartbeatAt);
+    this.beat = setInterval(() => void this.heartbeat(run.id), Math.max(100, Math.floor(leaseMs / 3)));
     return run.id;
   }
 

@@ -32,8 +32,10 @@ export const checkoutIssue: Tool<typeof input, typeof output> = {
   none: { issue: null },
   about: (args) => args.issueId,
   async run(ctx: ToolContext, args) {
-    const refusedWith = async (problem: ProblemOut) =>
-      answer({ issue: null, ...((await lostHold(ctx, args.issueId)) ?? problem) }, `Not checked out: ${problem.message}`);
+    const refusedWith = async (refusal: ProblemOut) => {
+      const problem = (await lostHold(ctx, args.issueId)) ?? refusal;
+      return answer({ issue: null, ...problem }, `Not checked out: ${problem.message}`);
+    };
     let runId = await ctx.session.run();
     const variables = { issueId: args.issueId, expectedStatuses: args.expectedStatuses ?? ["OPEN" as const] };
     let claimed = (await ctx.call(McpCheckoutDocument, { runId, ...variables })).claimIssue;

@@ -7,6 +7,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import * as z from "zod";
 import { BatonError } from "../../client/errors.js";
+import { unavailability } from "../../db/sql.js";
 import { isUuid } from "../../domain/validate.js";
 import type { GraphQLCall } from "../calls.js";
 import type { Session } from "../session.js";
@@ -96,6 +97,13 @@ export async function guarded(body: () => Promise<CallToolResult>, onUnexpected:
     if (err instanceof BatonError) {
       const outcome = err.errors[0]?.extensions?.outcome;
       return refused(err.code, outcome ? `${err.message} (outcome: ${String(outcome)})` : err.message);
+    }
+    // The database away mid-call (in-process, a session's own statements): the call may have taken effect.
+    if (unavailability(err)) {
+      return refused(
+        "UNAVAILABLE",
+        "the database was away: this call may or may not have taken effect (outcome: UNKNOWN); read with get_issue or list_issues before trying again",
+      );
     }
     onUnexpected(err);
     return refused("INTERNAL_SERVER_ERROR", "the tool could not run; try again");
