@@ -27,7 +27,7 @@ import { validateId } from "../domain/validate.js";
 import { InvalidInputError, NotFoundError } from "../domain/errors.js";
 import { IssueStatusEnum, ReleaseOutcomeEnum, RunStatusEnum } from "./types/enums.js";
 import { ConcurrencyLimitRef } from "./types/concurrencyLimit.js";
-import { CreateIssueInputRef, IssueRef, UpdateIssueInputRef } from "./types/issue.js";
+import { ClaimNextInputRef, CreateIssueInputRef, IssueRef, UpdateIssueInputRef } from "./types/issue.js";
 import {
   AcquireExecutionResultRef,
   ClaimIssueResultRef,
@@ -280,6 +280,10 @@ builder.mutationFields((t) => ({
       issueId: t.arg.id(),
       expectedStatuses: t.arg({ type: [IssueStatusEnum] }),
       includeUnassigned: t.arg.boolean({ defaultValue: false }),
+      startExecution: t.arg.boolean({
+        defaultValue: false,
+        description: "Take the execution lock too: the issue comes back IN_PROGRESS, its attempt counted, as if acquireExecution had followed.",
+      }),
     },
     resolve: (_root, args, ctx) =>
       answered(
@@ -291,6 +295,7 @@ builder.mutationFields((t) => ({
           issueId: optionalId("issueId", args.issueId),
           expectedStatuses: args.expectedStatuses,
           includeUnassigned: args.includeUnassigned,
+          startExecution: args.startExecution,
         }),
       ),
   }),
@@ -319,6 +324,10 @@ builder.mutationFields((t) => ({
       reason: t.arg.string(),
       retryAfterSeconds: t.arg.int({ description: RETRY_AFTER_DOC }),
       result: t.arg({ type: "JSON", description: RESULT_DOC }),
+      next: t.arg({
+        type: ClaimNextInputRef,
+        description: "Once released, claim the caller's next issue in the same request: IssueReleased.next (null when nothing is claimable).",
+      }),
     },
     resolve: (_root, args, ctx) =>
       answered(
@@ -334,6 +343,7 @@ builder.mutationFields((t) => ({
             reason: args.reason,
             retryAfterSeconds: args.retryAfterSeconds,
             result: args.result,
+            next: args.next ?? null,
           }),
         ),
       ),

@@ -120,6 +120,14 @@ export const CreateIssueInputRef = builder.inputType("CreateIssueInput", {
   }),
 });
 
+export const ClaimNextInputRef = builder.inputType("ClaimNextInput", {
+  description: "releaseIssue's next: claim the caller's next issue right after the release, as claimIssue without issueId would.",
+  fields: (t) => ({
+    includeUnassigned: t.boolean({ defaultValue: false }),
+    startExecution: t.boolean({ defaultValue: true, description: "Take the execution lock too (IN_PROGRESS, attempt counted)." }),
+  }),
+});
+
 export const UpdateIssueInputRef = builder.inputType("UpdateIssueInput", {
   description: "Fields left out are kept; assigneeAgentId: null unassigns.",
   fields: (t) => ({

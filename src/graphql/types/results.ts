@@ -31,7 +31,15 @@ const ExecutionAcquiredRef = builder.objectRef<T.ExecutionAcquired>("ExecutionAc
 });
 
 const IssueReleasedRef = builder.objectRef<T.IssueReleased>("IssueReleased").implement({
-  fields: (t) => ({ issue: t.field({ type: IssueRef, resolve: (r) => r.issue }) }),
+  fields: (t) => ({
+    issue: t.field({ type: IssueRef, resolve: (r) => r.issue }),
+    next: t.field({
+      type: IssueClaimedRef,
+      nullable: true,
+      description: "releaseIssue with next: the issue claimed right after the release; null when nothing was claimable (or next was not asked).",
+      resolve: (r) => r.next ?? null,
+    }),
+  }),
 });
 
 const IssueUpdatedRef = builder.objectRef<T.IssueUpdated>("IssueUpdated").implement({

@@ -1,13 +1,16 @@
 // claimIssue: take the checkout lock, either on the caller's next claimable
 // issue (CLAIM_NEXT_FOR_EACH, claimNextForEach.ts) or on one named issue
-// (CHECKOUT_IF_EXPECTED, checkoutIfExpected.ts), and answer what happened.
+// (CHECKOUT_IF_EXPECTED, checkoutIfExpected.ts), and answer what happened;
+// with startExecution, the execution lock too (claim-next: in the same
+// statement; by id: acquireExecution right after).
 // Each is one statement: the decision, the change and its ledger row commit
 // together, and zero changed rows is a typed outcome, never an exception.
 import { CLAIMABLE_STATUSES, checkoutIfExpected, waitingOn as blockersNotDone } from "./checkoutIfExpected.js";
 import { claimNextForEach } from "./claimNextForEach.js";
 import type { LockDeps } from "../shared/deps.js";
 import { refuseRun, withoutLive } from "../runs/runs.js";
-import type { AgentActor, ClaimIssueResult } from "../shared/types.js";
+import type { AgentActor, ClaimIssueResult, IssueClaimed } from "../shared/types.js";
+import { acquireExecution } from "../execution/acquireExecution.js";
 import type { IssueStatus } from "../../domain/types.js";
 import { issueNotFound } from "../shared/types.js";
 
@@ -16,16 +19,52 @@ export interface ClaimInput {
   issueId?: string | null;
   expectedStatuses?: IssueStatus[] | null;
   includeUnassigned?: boolean | null;
+  /** Take the execution lock too: the answer's issue is IN_PROGRESS, as if acquireExecution had followed. */
+  startExecution?: boolean | null;
 }
 
 export async function claimIssue(deps: LockDeps, actor: AgentActor, input: ClaimInput): Promise<ClaimIssueResult> {
-  if (input.issueId) return checkoutNamed(deps, actor, input.runId, input.issueId, input.expectedStatuses ?? ["OPEN"]);
-  return claimNext(deps, actor, input.runId, input.includeUnassigned ?? false);
+  if (input.issueId) {
+    const claimed = await checkoutNamed(deps, actor, input.runId, input.issueId, input.expectedStatuses ?? ["OPEN"]);
+    return input.startExecution && claimed.__typename === "IssueClaimed" ? started(deps, actor, claimed) : claimed;
+  }
+  return claimNext(deps, actor, input.runId, input.includeUnassigned ?? false, input.startExecution ?? false);
+}
+
+/**
+ * A checkout by id, then its execution lock (acquireExecution), for
+ * startExecution: what the two calls one after the other answer. Between them
+ * the hold can only be lost (a force-release, the run's end): then the answer
+ * says so as a checkout would.
+ */
+async function started(deps: LockDeps, actor: AgentActor, claimed: IssueClaimed): Promise<ClaimIssueResult> {
+  const issueId = claimed.issue.id;
+  const acquired = await acquireExecution(deps, actor, { runId: claimed.run.id, issueId });
+  switch (acquired.__typename) {
+    case "ExecutionAcquired":
+      return { ...claimed, issue: acquired.issue };
+    case "AttemptsExhausted":
+    case "RunNotActive":
+    case "IssueNotFound":
+      return acquired;
+    case "ExecutionConflict":
+    case "NotCheckedOut":
+      return {
+        __typename: "CheckoutConflict",
+        message: `issue ${issueId} was checked out by run ${claimed.run.id}, but its hold was lost before work could start: ${acquired.message}`,
+        issueId,
+        status: claimed.issue.status,
+        ownerAgentId: acquired.__typename === "ExecutionConflict" ? acquired.ownerAgentId : null,
+        ownerRunId: acquired.__typename === "ExecutionConflict" ? acquired.ownerRunId : null,
+        executionRunId: acquired.__typename === "ExecutionConflict" ? acquired.ownerRunId : null,
+        holderRunIsLive: acquired.__typename === "ExecutionConflict",
+      };
+  }
 }
 
 /** Without an issue id: CLAIM_NEXT_FOR_EACH, with the company's other claims in flight when the API groups them. */
-async function claimNext(deps: LockDeps, actor: AgentActor, runId: string, includeUnassigned: boolean): Promise<ClaimIssueResult> {
-  const request = { actor, runId, includeUnassigned };
+async function claimNext(deps: LockDeps, actor: AgentActor, runId: string, includeUnassigned: boolean, start: boolean): Promise<ClaimIssueResult> {
+  const request = { actor, runId, includeUnassigned, start };
   const { run, issue } = deps.groups
     ? await deps.groups.claim.submit(actor.companyId, request) // with the company's other claims in flight
     : (await claimNextForEach(deps, actor.companyId, [request]))[0]!;

@@ -24,7 +24,10 @@ import type { Issue } from "../../domain/types.js";
  * `lists` holds each claiming agent and its `want`, `got` (claimOrder.ts) the
  * candidates locked SKIP LOCKED in claim order, `cand` each once, and `step`
  * walks the requests in arrival order giving each its best remaining one
- * (assignedOrPooled). One CLAIMED event per claimed issue, in this statement.
+ * (assignedOrPooled). One CLAIMED event per claimed issue, in this statement,
+ * and for a request with `start` the execution lock too, with its
+ * EXECUTION_ACQUIRED event after the CLAIMED one: what acquireExecution right
+ * after the claim would do (the claim's guard leaves an attempt to count).
  * Replayed by test/locks/groupCommit.test.ts ("a group hands out distinct
  * issues in claim order, as sequential claims in arrival order would"; "a
  * group locks only the issues it could hand out, so a claimer elsewhere still
@@ -35,9 +38,10 @@ export function claimNextForEachStatement(companyId: string, group: ClaimRequest
     "CLAIM_NEXT_FOR_EACH",
     sql`
     WITH RECURSIVE req AS (
-      SELECT q.run_id, q.agent_id, q.pool, q.n::int AS n
+      SELECT q.run_id, q.agent_id, q.pool, q.start, q.name_key, q.n::int AS n
         FROM unnest(${group.map((g) => g.runId)}::uuid[], ${group.map((g) => g.actor.agentId)}::uuid[],
-                    ${group.map((g) => g.includeUnassigned)}::boolean[]) WITH ORDINALITY AS q(run_id, agent_id, pool, n)
+                    ${group.map((g) => g.includeUnassigned)}::boolean[], ${group.map((g) => g.start ?? false)}::boolean[],
+                    ${group.map((g) => g.actor.agentNameKey)}::text[]) WITH ORDINALITY AS q(run_id, agent_id, pool, start, name_key, n)
     ),
     ${requestedRunsCte(companyId, true)},
     asker AS (
@@ -69,15 +73,31 @@ export function claimNextForEachStatement(companyId: string, group: ClaimRequest
         ) p ON true
        WHERE s.n < ${group.length}::int
     ),
+    -- start: the execution lock too (IN_PROGRESS, attempt counted), as acquireExecution right after the claim
     changed AS (
       UPDATE issues i
-         SET status = 'CLAIMED', checkout_run_id = q.run_id, claimed_at = now(),
+         SET status = CASE WHEN q.start THEN 'IN_PROGRESS'::issue_status ELSE 'CLAIMED'::issue_status END,
+             checkout_run_id = q.run_id, claimed_at = now(),
+             execution_run_id = CASE WHEN q.start THEN q.run_id END,
+             execution_agent_name_key = CASE WHEN q.start THEN q.name_key END,
+             execution_locked_at = CASE WHEN q.start THEN now() END,
+             attempt_count = i.attempt_count + q.start::int,
              lock_epoch = i.lock_epoch + 1, ${raw(stampEvent("i"))}, updated_at = now()
         FROM step s JOIN req q ON q.n = s.n
        WHERE i.id = s.issue_id
-      RETURNING i.*, q.n AS req_n, 'CLAIMED' AS ev_kind, q.run_id AS ev_run_id, q.agent_id AS ev_agent_id, NULL::text AS ev_reason
+      RETURNING i.*, q.n AS req_n, q.start AS started, q.run_id AS ev_run_id, q.agent_id AS ev_agent_id
     ),
-    ${appendEvents("changed")}
+    -- one CLAIMED event per claim, then EXECUTION_ACQUIRED for a started one: the ledger reads as the two calls
+    changes AS (
+      SELECT c.id, c.company_id, 'CLAIMED'::issue_status AS status, c.checkout_run_id, NULL::uuid AS execution_run_id, c.last_event_xid,
+             'CLAIMED' AS ev_kind, c.ev_run_id, c.ev_agent_id, NULL::text AS ev_reason
+        FROM changed c
+      UNION ALL
+      SELECT c.id, c.company_id, c.status, c.checkout_run_id, c.execution_run_id, c.last_event_xid,
+             'EXECUTION_ACQUIRED', c.ev_run_id, c.ev_agent_id, NULL::text
+        FROM changed c WHERE c.started
+    ),
+    ${appendEvents("changes")}
     SELECT (SELECT json_object_agg(r.id, ${runViewJson("r")}) FROM run r) AS runs,
            (SELECT json_agg(json_build_object('runId', q.run_id, 'issue', ${issueJsonOrNull("ch")}) ORDER BY q.n)
               FROM req q LEFT JOIN changed ch ON ch.req_n = q.n) AS answers,

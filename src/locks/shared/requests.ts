@@ -10,6 +10,8 @@ export interface ClaimRequest {
   actor: AgentActor;
   runId: string;
   includeUnassigned: boolean;
+  /** Also take the execution lock (IN_PROGRESS, attempt counted), as acquireExecution right after the claim would. */
+  start?: boolean;
 }
 
 export interface ClaimAnswer {

@@ -117,6 +117,8 @@ export interface IssueReleased {
   issue: Issue;
   /** Issues that waited on this one, when it was released DONE (not in the GraphQL answer: the API announces them). */
   freed?: string[];
+  /** releaseIssue with `next`: the caller's next issue, claimed right after (null: nothing was claimable). */
+  next?: IssueClaimed | null;
 }
 export interface IssueUpdated {
   __typename: "IssueUpdated";
