@@ -1,9 +1,11 @@
 // baton.work(handler, options): an agent's whole life cycle, in process.
 //
-//   start a run → keep its lease (a heartbeat every lease/3) → claim, acquire
-//   the execution lock → run the handler → release with the outcome the
-//   handler gave (return → DONE, Requeue → REQUEUE, Blocked → BLOCKED,
-//   Failed or any other throw → FAILED) → … → finish the run.
+//   start a run → keep its lease (a heartbeat every lease/3) → claim with
+//   the execution lock (one request: claimIssue with startExecution) → run
+//   the handler → release with the outcome the handler gave (return → DONE,
+//   Requeue → REQUEUE, Blocked → BLOCKED, Failed or any other throw →
+//   FAILED), claiming the next issue in the same request (releaseIssue with
+//   next) → … → finish the run. One request per job while work lasts.
 //
 // What the handler returns is the issue's `result` (a JSON value; undefined
 // or null: none), and Requeue, Blocked and Failed may carry one too
@@ -27,7 +29,7 @@
 import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
 import { context } from "@opentelemetry/api";
 import { BatonError, EventsPrunedError, ProblemError, UnauthenticatedError } from "./errors.js";
-import { MeDocument, WorkAcquireDocument, WorkClaimDocument, WorkClaimManyDocument, WorkCreateSubIssuesDocument } from "./generated/graphql.js";
+import { MeDocument, WorkClaimDocument, WorkClaimManyDocument, WorkCreateSubIssuesDocument } from "./generated/graphql.js";
 import { WorkFinishRunDocument, WorkHeartbeatDocument, WorkReleaseDocument, WorkStartRunDocument } from "./generated/graphql.js";
 import type { CreateIssueInput, WorkIssueFragment, WorkRunFragment } from "./generated/graphql.js";
 import type { LockChange, LockChangesFilter } from "./lockChanges.js";
@@ -233,6 +235,24 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     }
   }
 
+  /**
+   * Whether a release by `runId` should claim the next issue too: the worker
+   * goes on, with that run, and is allowed to claim (beforeClaim; a throw
+   * stops the worker as a throw before a claim does).
+   */
+  function claimsNext(runId: string): boolean {
+    if (stopping || refusedWith || run?.id !== runId || unsure === runId) return false;
+    try {
+      options.beforeClaim?.();
+      return true;
+    } catch (error) {
+      cannotWork = { error };
+      stopping = true;
+      wake();
+      return false;
+    }
+  }
+
   function launch(issue: WorkIssue, runId: string, life: TraceLife): void {
     life.note({ "baton.issue.id": issue.id, "baton.run.id": runId, "baton.lock_epoch": issue.lockEpoch });
     const controller = new AbortController();
@@ -245,6 +265,7 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
       signal: controller.signal,
       createSubIssues: (inputs, options = {}) => createSubIssues(issue.id, runId, life, inputs, options.parentWaits ?? false),
     };
+    let claimsNextAsked = false;
     const finished = (async () => {
       let release: Release;
       try {
@@ -260,10 +281,13 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
       const checked = resultOf(release.result);
       if (checked && "why" in checked) log("result not kept", { issueId: issue.id, why: checked.why });
       const result = checked && "result" in checked ? checked.result : null;
+      // The slot this job frees is filled in the same request, while the worker goes on with this run.
+      claimsNextAsked = claimsNext(runId);
+      const next = claimsNextAsked ? { includeUnassigned: options.includeUnassigned ?? false, startExecution: true } : null;
       const send = (withResult: unknown) =>
         baton.request(
           WorkReleaseDocument,
-          { runId, issueId: issue.id, outcome, reason, retryAfterSeconds, result: withResult },
+          { runId, issueId: issue.id, outcome, reason, retryAfterSeconds, result: withResult, next },
           { traceContext: life.context },
         );
       const { releaseIssue } = await send(result).catch((err: unknown) => {
@@ -272,14 +296,26 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
         log("result not kept", { issueId: issue.id, why: `the API refused it: ${err.message}` });
         return send(null);
       });
-      if (releaseIssue.__typename === "IssueReleased") log("released", { issueId: issue.id, outcome });
-      else log("release refused", { issueId: issue.id, outcome, answer: releaseIssue.__typename, message: releaseIssue.message });
+      if (releaseIssue.__typename !== "IssueReleased") {
+        log("release refused", { issueId: issue.id, outcome, answer: releaseIssue.__typename, message: releaseIssue.message });
+        return;
+      }
+      log("released", { issueId: issue.id, outcome });
+      const claimed = releaseIssue.next?.issue;
+      if (!claimed) return;
+      // Claimed as the worker stopped, or its key was refused: finishRun (or the lease) gives it back.
+      if (stopping) return;
+      launch(claimed, runId, TraceLife.start("baton issue", ambient));
     })()
       .catch((err: unknown) => {
-        if (!refused(err)) log("release failed", { issueId: issue.id, error: (err as Error).message });
+        if (refused(err)) return;
+        log("release failed", { issueId: issue.id, error: (err as Error).message });
+        // A release with next that got no answer may have claimed an issue this worker does not know of.
+        if (claimsNextAsked && mayHaveTakenEffect(err)) unsure = runId;
       })
       .finally(() => {
-        running.delete(issue.id);
+        // A requeued issue may come straight back as its own next: that is a new entry, not this one.
+        if (running.get(issue.id) === entry) running.delete(issue.id);
         life.end();
         wake();
       });
@@ -337,24 +373,15 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     const traceContext = life.context;
     let launched = false;
     try {
+      // Both locks in one request: the issue comes back IN_PROGRESS.
       const { claimIssue } = await baton.request(WorkClaimDocument, { runId: current.id, includeUnassigned }, { traceContext });
       if (claimIssue.__typename === "RunNotActive") {
         loseRun(claimIssue.message);
         return 0;
       }
       if (claimIssue.__typename !== "IssueClaimed") return 0;
-      const { acquireExecution } = await baton.request(WorkAcquireDocument, { runId: current.id, issueId: claimIssue.issue.id }, { traceContext });
-      if (acquireExecution.__typename !== "ExecutionAcquired") {
-        log("could not start a claimed issue; releasing it", { issueId: claimIssue.issue.id, answer: acquireExecution.__typename });
-        await baton.request(
-          WorkReleaseDocument,
-          { runId: current.id, issueId: claimIssue.issue.id, outcome: "REQUEUE", reason: acquireExecution.message },
-          { traceContext },
-        );
-        return 0;
-      }
       if (refusedWith) return 0; // refused meanwhile: nothing more starts
-      launch(acquireExecution.issue, current.id, life);
+      launch(claimIssue.issue, current.id, life);
       launched = true;
       return 1;
     } finally {

@@ -121,9 +121,7 @@ describe("one request per job", () => {
     const all = done.flat();
     expect(all).toHaveLength(400);
     expect(new Set(all).size).toBe(400);
-    const [{ n }] = await h.sql<{ n: number }>("SELECT count(*)::int AS n FROM issues WHERE company_id = $1 AND status = 'DONE' AND attempt_count = 1", [
-      co.id,
-    ]);
+    const { n } = await h.one<{ n: number }>("SELECT count(*)::int AS n FROM issues WHERE company_id = $1 AND status = 'DONE' AND attempt_count = 1", [co.id]);
     expect(n).toBe(400);
     await h.settled(co.id);
     expect(await checkHistory(h.database.url, co.id, told)).toEqual([]);

@@ -1,9 +1,10 @@
 // checkout_issue: the session's run claims one named issue (claimIssue by id,
-// with expectedStatuses, OPEN by default) and takes its execution lock.
+// with expectedStatuses, OPEN by default) and takes its execution lock, in
+// one request (startExecution).
 // Idempotent for the session that holds it; anyone else's hold answers
 // CheckoutConflict naming the holder and whether it is live.
 import * as z from "zod";
-import { McpAcquireDocument, McpCheckoutDocument } from "../generated/graphql.js";
+import { McpCheckoutDocument } from "../generated/graphql.js";
 import { holdLost, lostHold } from "./holds.js";
 import { answer, ISSUE_STATUSES, issueId, issueOut, issueShape, problemFields, problemOf } from "./shapes.js";
 import type { ProblemOut, ToolContext } from "./shapes.js";
@@ -52,12 +53,7 @@ export const checkoutIssue: Tool<typeof input, typeof output> = {
     }
     if (claimed.__typename !== "IssueClaimed") return refusedWith(problemOf(claimed));
     await ctx.session.held(claimed.issue.id, claimed.issue.lockEpoch);
-    const { acquireExecution: started } = await ctx.call(McpAcquireDocument, { runId, issueId: args.issueId });
-    if (started.__typename !== "ExecutionAcquired") {
-      const problem = problemOf(started);
-      return answer({ issue: issueOut(claimed.issue), ...problem }, `Checked out, but work could not start: ${problem.message}`);
-    }
-    const issue = issueOut(started.issue);
+    const issue = issueOut(claimed.issue);
     return answer({ issue }, `You hold issue ${issue.id} "${issue.title}" (epoch ${issue.lockEpoch}), IN_PROGRESS: work on it, then call release_issue.`);
   },
 };

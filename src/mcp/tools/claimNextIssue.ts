@@ -1,6 +1,6 @@
 // claim_next_issue: the session's run claims the agent's next ready issue and
-// takes its execution lock in the same statement (claimIssues with
-// acquireExecution): the agent is about to work on it.
+// takes its execution lock in the same statement (claimIssue with
+// startExecution): the agent is about to work on it.
 import * as z from "zod";
 import { McpClaimNextDocument } from "../generated/graphql.js";
 import { answer, issueOut, issueShape, problemFields, problemOf } from "./shapes.js";
@@ -25,12 +25,10 @@ export const claimNextIssue: Tool<typeof input, typeof output> = {
   async run(ctx: ToolContext, args) {
     for (let tries = 1; ; tries++) {
       const runId = await ctx.session.run();
-      const { claimIssues: result } = await ctx.call(McpClaimNextDocument, { runId, includeUnassigned: args.includeUnassigned ?? false });
-      if (result.__typename === "IssuesClaimed") {
-        const claimed = result.issues[0];
-        if (!claimed) break;
-        await ctx.session.held(claimed.id, claimed.lockEpoch);
-        const issue = issueOut(claimed);
+      const { claimIssue: result } = await ctx.call(McpClaimNextDocument, { runId, includeUnassigned: args.includeUnassigned ?? false });
+      if (result.__typename === "IssueClaimed") {
+        await ctx.session.held(result.issue.id, result.issue.lockEpoch);
+        const issue = issueOut(result.issue);
         return answer({ issue }, `You hold issue ${issue.id} "${issue.title}" (epoch ${issue.lockEpoch}), IN_PROGRESS: work on it, then call release_issue.`);
       }
       // The run died between calls (a stall the sweep recovered): one more try with a new run.
