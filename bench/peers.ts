@@ -196,6 +196,9 @@ async function vacuumAnalyze(url: string, table: string): Promise<void> {
 const CLAIM = `mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename ... on IssueClaimed { issue { id } } } }`;
 const ACQUIRE = `mutation($r: ID!, $i: ID!) { acquireExecution(runId: $r, issueId: $i) { __typename } }`;
 const RELEASE = `mutation($r: ID!, $i: ID!) { releaseIssue(runId: $r, issueId: $i, outcome: DONE) { __typename } }`;
+// One request per job: the first claim takes both locks; every release claims (and starts) the next.
+const CLAIM_STARTED = `mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true, startExecution: true) { __typename ... on IssueClaimed { issue { id } } } }`;
+const RELEASE_NEXT = `mutation($r: ID!, $i: ID!) { releaseIssue(runId: $r, issueId: $i, outcome: DONE, next: { includeUnassigned: true }) { __typename ... on IssueReleased { next { issue { id } } } } }`;
 // Batched: only sent when introspection shows claimIssues and releaseIssues.
 const CLAIM_MANY = `mutation($r: ID!, $n: Int!) { claimIssues(runId: $r, limit: $n, includeUnassigned: true, acquireExecution: true) { __typename ... on IssuesClaimed { issues { id } } } }`;
 const RELEASE_MANY = `mutation($r: ID!, $ids: [ID!]!) { releaseIssues(runId: $r, issueIds: $ids, outcome: DONE) { __typename ... on IssuesReleased { issues { id } } } }`;
@@ -245,6 +248,31 @@ function batonSingle(apiUrl: string, fleet: BatonFleet, backlog: number, seconds
     if (acquireExecution.__typename !== "ExecutionAcquired") return { error: `acquireExecution → ${acquireExecution.__typename}` };
     const { releaseIssue } = await gql<{ releaseIssue: { __typename: string } }>(apiUrl, agent.key, RELEASE, { r: agent.runId, i: issueId });
     if (releaseIssue.__typename !== "IssueReleased") return { error: `releaseIssue → ${releaseIssue.__typename}` };
+    return { jobs: 1 };
+  });
+}
+
+/**
+ * One request per job: claimIssue(startExecution) once, then releaseIssue(next)
+ * whose answer is the agent's next issue, IN_PROGRESS, until drained or `seconds`.
+ */
+function batonOneRequest(apiUrl: string, fleet: BatonFleet, backlog: number, seconds: number): Promise<Measured> {
+  const held = new Map<string, string>();
+  return runFleet(fleet, backlog, seconds, backlog + 10, async (agent): Promise<Round> => {
+    let issueId = held.get(agent.runId);
+    if (!issueId) {
+      const { claimIssue } = await gql<{ claimIssue: { __typename: string; issue?: { id: string } } }>(apiUrl, agent.key, CLAIM_STARTED, { r: agent.runId });
+      if (claimIssue.__typename === "NoIssueAvailable") return { drained: true };
+      if (claimIssue.__typename !== "IssueClaimed" || !claimIssue.issue) return { error: `claimIssue → ${claimIssue.__typename}` };
+      issueId = claimIssue.issue.id;
+    }
+    const { releaseIssue } = await gql<{ releaseIssue: { __typename: string; next?: { issue: { id: string } } | null } }>(apiUrl, agent.key, RELEASE_NEXT, {
+      r: agent.runId,
+      i: issueId,
+    });
+    if (releaseIssue.__typename !== "IssueReleased") return { error: `releaseIssue → ${releaseIssue.__typename}` };
+    if (releaseIssue.next) held.set(agent.runId, releaseIssue.next.issue.id);
+    else held.delete(agent.runId);
     return { jobs: 1 };
   });
 }
@@ -419,6 +447,13 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
         await batonBacklog(apiUrl, fleet.boardKey, plan.batonBacklog);
         await vacuumAnalyze(url, "issues");
         return batonSingle(apiUrl, fleet, plan.batonBacklog, plan.seconds);
+      });
+
+      await attempt("Baton", "API, one request per job (claimIssue startExecution, then releaseIssue next)", async () => {
+        const fleet = await batonFleet(apiUrl, "peers one request");
+        await batonBacklog(apiUrl, fleet.boardKey, plan.batonBacklog);
+        await vacuumAnalyze(url, "issues");
+        return batonOneRequest(apiUrl, fleet, plan.batonBacklog, plan.seconds);
       });
 
       await attempt("Baton", "API, single in two calls (claimIssues limit 1 with acquireExecution + releaseIssues: not grouped)", async () => {
