@@ -9,7 +9,7 @@ import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { claimNextForEachStatement } from "../src/locks/claim/claimNextForEach.js";
 import { fixture } from "./fixture.js";
-import { cpuSeconds, gql, load, postgresCpuSeconds } from "./lib.js";
+import { checkedCpu, cpuSeconds, gql, load, postgresCpuSeconds } from "./lib.js";
 import type { BenchOptions, ScenarioResult } from "./scenario.js";
 
 const CLAIM = `mutation($r: ID!) { claimIssue(runId: $r, includeUnassigned: true) { __typename ... on IssueClaimed { issue { id } } } }`;
@@ -43,7 +43,7 @@ export async function run(options: BenchOptions): Promise<ScenarioResult> {
       });
       const apiCpu = {
         api: (cpuSeconds(f.apiPid) ?? NaN) - (cpuBefore.api ?? NaN),
-        pg: postgresCpuSeconds() - cpuBefore.pg,
+        pg: checkedCpu("PostgreSQL", postgresCpuSeconds() - cpuBefore.pg),
         self: cpuTotal(process.cpuUsage(cpuBefore.self)),
       };
       await f.refill(backlog);
@@ -163,7 +163,7 @@ async function viaPgbench(
   await sleep(500);
   const before = { pg: postgresCpuSeconds(), pgbench: cpuSeconds(child.pid) ?? 0 };
   await sleep(window * 1000);
-  const cpu = { pg: postgresCpuSeconds() - before.pg, pgbench: (cpuSeconds(child.pid) ?? 0) - before.pgbench, claims: 0 };
+  const cpu = { pg: checkedCpu("PostgreSQL", postgresCpuSeconds() - before.pg), pgbench: (cpuSeconds(child.pid) ?? 0) - before.pgbench, claims: 0 };
   if ((await exited) !== 0) throw new Error(`pgbench failed: ${out.trim().split("\n").at(-1) ?? ""}`);
   const perSecond = Number(/tps = ([\d.]+)/.exec(out)?.[1]);
   cpu.claims = perSecond * window;

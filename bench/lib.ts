@@ -146,18 +146,43 @@ export function cpuSeconds(pid: number | undefined): number | null {
   }
 }
 
-/** CPU seconds used so far by every PostgreSQL process on this machine (backends included; ended backends are lost, so measure with the connections open). */
+/** A process's /proc stat fields after its name: [state, ppid, …]; null once it is gone. */
+function statFields(pid: string): string[] | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.includes("(postgres)") ? stat.slice(stat.lastIndexOf(")") + 2).split(" ") : null;
+  } catch {
+    return null; // gone meanwhile
+  }
+}
+
+/**
+ * CPU seconds used so far by the PostgreSQL clusters on this machine, as a
+ * counter that never goes down: each postmaster's own utime + stime, plus the
+ * CPU of its children that have exited (cutime + cstime: a backend's CPU
+ * moves there when it ends and is reaped), plus the live children's own. A
+ * backend that ends between the two reads can be missed or counted twice
+ * once, at most a few milliseconds; summing live processes only, as before,
+ * lost every ended backend's CPU and could go negative.
+ */
 export function postgresCpuSeconds(): number {
-  let total = 0;
+  const processes = new Map<string, string[]>();
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      if (!stat.includes("(postgres)")) continue;
-      total += cpuSeconds(Number(entry)) ?? 0;
-    } catch {
-      // gone meanwhile
-    }
+    const fields = statFields(entry);
+    if (fields) processes.set(entry, fields);
   }
-  return total;
+  let ticks = 0;
+  for (const f of processes.values()) {
+    const postmaster = !processes.has(f[1]!); // its parent is not a postgres process
+    ticks += Number(f[11]) + Number(f[12]);
+    if (postmaster) ticks += Number(f[13]) + Number(f[14]);
+  }
+  return ticks / 100; // USER_HZ is 100 on Linux
+}
+
+/** A CPU figure the bench prints: a negative one means the accounting is wrong, and the bench stops rather than print it. */
+export function checkedCpu(what: string, seconds: number): number {
+  if (seconds < 0) throw new Error(`bench accounting: ${what} CPU came out negative (${seconds} s): refusing to print it`);
+  return seconds;
 }
