@@ -29,7 +29,7 @@
 import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
 import { context } from "@opentelemetry/api";
 import { BatonError, EventsPrunedError, ProblemError, UnauthenticatedError } from "./errors.js";
-import { MeDocument, WorkClaimDocument, WorkClaimManyDocument, WorkCreateSubIssuesDocument } from "./generated/graphql.js";
+import { MeDocument, WorkClaimDocument, WorkClaimManyDocument, WorkCreateSubIssuesDocument, WorkIssueHolderDocument } from "./generated/graphql.js";
 import { WorkFinishRunDocument, WorkHeartbeatDocument, WorkReleaseDocument, WorkStartRunDocument } from "./generated/graphql.js";
 import type { CreateIssueInput, WorkIssueFragment, WorkRunFragment } from "./generated/graphql.js";
 import type { LockChange, LockChangesFilter } from "./lockChanges.js";
@@ -102,6 +102,9 @@ export interface Worker {
 }
 
 interface Running {
+  /** The run that holds the issue for this job, and the epoch it holds it at. */
+  runId: string;
+  lockEpoch: number;
   controller: AbortController;
   finished: Promise<void>;
   /** The handler is done and its release is on its way: the checkout leaving this run is that release. */
@@ -153,9 +156,9 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     });
 
   /** The hold on one issue is gone: tell its handler (the signal's reason: an Error with `reason`, or `reason` itself), and never release it. */
-  const lose = (issueId: string, reason: string | Error) => {
+  const lose = (issueId: string, reason: string | Error, only?: Running) => {
     const job = running.get(issueId);
-    if (job && !job.releasing && !job.controller.signal.aborted) {
+    if (job && (!only || job === only) && !job.releasing && !job.controller.signal.aborted) {
       log("hold lost", { issueId, reason: typeof reason === "string" ? reason : reason.message });
       job.controller.abort(typeof reason === "string" ? new Error(reason) : reason);
     }
@@ -220,7 +223,9 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     events = baton.lockChanges({ companyId });
     try {
       for await (const event of events) {
-        if (running.has(event.issueId) && event.checkoutRunId !== run?.id) lose(event.issueId, `${event.kind}${event.reason ? `: ${event.reason}` : ""}`);
+        const job = running.get(event.issueId);
+        if (job && !job.releasing && event.checkoutRunId !== job.runId)
+          void confirmLoss(event.issueId, job, `${event.kind}${event.reason ? `: ${event.reason}` : ""}`);
         if (event.status === "OPEN") wake();
       }
     } catch (err) {
@@ -253,10 +258,29 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     }
   }
 
+  /**
+   * A ledger event says the checkout of a job's issue left its run, but the
+   * event may be older than the job: the end of an earlier hold of the same
+   * issue by this run (a release whose next claim took it straight back, or a
+   * force-release before a claim again). The hold is lost only if the issue is
+   * no longer this run's at the job's epoch; a check that cannot be made
+   * counts as lost.
+   */
+  async function confirmLoss(issueId: string, job: Running, reason: string): Promise<void> {
+    const held = await baton
+      .request(WorkIssueHolderDocument, { id: issueId }, { traceContext: job.life.context })
+      .then(({ issue }) => issue?.checkoutRunId === job.runId && issue.lockEpoch === job.lockEpoch)
+      .catch(() => false);
+    if (!held) lose(issueId, reason, job);
+  }
+
   function launch(issue: WorkIssue, runId: string, life: TraceLife): void {
     life.note({ "baton.issue.id": issue.id, "baton.run.id": runId, "baton.lock_epoch": issue.lockEpoch });
+    // This run claimed the issue again while a job of it still runs: that job's hold ended before this claim.
+    const earlier = running.get(issue.id);
+    if (earlier) lose(issue.id, `claimed again by run ${runId} at epoch ${issue.lockEpoch}: the earlier hold had ended`, earlier);
     const controller = new AbortController();
-    const entry: Running = { controller, finished: Promise.resolve(), releasing: false, life };
+    const entry: Running = { runId, lockEpoch: issue.lockEpoch, controller, finished: Promise.resolve(), releasing: false, life };
     running.set(issue.id, entry);
     const job: Job = {
       runId,

@@ -1,0 +1,78 @@
+// The worker's one request per job: it claims with startExecution and takes
+// its next issue in each release. An issue it requeues can come straight back
+// as that next one: the new job is a new hold (a new epoch), and the ledger's
+// RELEASED of the old one must not be taken for its loss. A hold this run
+// loses and claims again ends the earlier job's hold, never the new one's.
+import { Baton, Requeue } from "baton/client";
+import type { LockChange, LockChangesFilter } from "baton/client";
+import { work } from "../../src/client/work.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { createCompany, Ops, startHarness } from "../helpers/harness.js";
+import type { Harness } from "../helpers/harness.js";
+import { eventually } from "../helpers/race.js";
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(() => h?.close());
+
+const operations = async (agentId: string) =>
+  (await h.sql<{ kind: string }>("SELECT e.kind::text FROM lock_events e WHERE e.agent_id = $1 ORDER BY e.seq", [agentId])).map((e) => e.kind);
+
+/** The worker's live events, held back until `gate` opens: they reach it late, as over a slow link. Ends when the worker ends it. */
+function heldBack(events: AsyncIterableIterator<LockChange>, gate: Promise<void>): AsyncIterableIterator<LockChange> {
+  return {
+    async next() {
+      const next = await events.next();
+      await gate;
+      return next;
+    },
+    return: async () => (await events.return?.()) ?? { done: true, value: undefined },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
+}
+
+it("a requeued issue that comes straight back as the release's next is worked again, not taken for lost", async () => {
+  const co = await createCompany(h, 1);
+  const { createIssue } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "twice", assigneeAgentId: co.agents[0]!.id } });
+  const baton = new Baton({ url: h.url, token: co.agents[0]!.client.token! });
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const delivered: string[] = [];
+  const seen: { epoch: number; aborted: boolean }[] = [];
+  const worker = work(
+    {
+      request: (document, variables, options) => baton.request(document, variables, options),
+      lockChanges: (filter: LockChangesFilter) => heldBack(baton.lockChanges(filter), gate),
+    },
+    async (_issue, job) => {
+      seen.push({ epoch: job.lockEpoch, aborted: false });
+      if (seen.length === 1) throw new Requeue("not yet");
+      // The second hold has started: now the first hold's events arrive, RELEASED among them.
+      open();
+      await eventually(() => (delivered.includes("RELEASED") ? true : undefined), "the first hold's RELEASED to reach the worker");
+      await eventually(() => (job.signal.aborted ? true : undefined), "a loss", 1_000).catch(() => {});
+      seen[1]!.aborted = job.signal.aborted;
+    },
+    { once: true, idleWaitMs: 100, onLog: () => {} },
+  );
+  // What the worker's stream delivers, seen from a stream of our own held back by the same gate.
+  const ours = heldBack(baton.lockChanges({ companyId: co.id, afterSeq: "0" }), gate);
+  const watcher = (async () => {
+    for await (const e of ours) delivered.push(e.kind);
+  })();
+  await worker.done;
+  expect(seen).toEqual([
+    { epoch: 1, aborted: false },
+    { epoch: 2, aborted: false },
+  ]);
+  const issue = await h.one<{ status: string; attempt_count: number }>("SELECT status, attempt_count FROM issues WHERE id = $1", [createIssue.id]);
+  expect(issue).toEqual({ status: "DONE", attempt_count: 2 });
+  // One request per job: no acquireExecution at all, each claim with its execution lock.
+  expect(await operations(co.agents[0]!.id)).toEqual(["CLAIMED", "EXECUTION_ACQUIRED", "RELEASED", "CLAIMED", "EXECUTION_ACQUIRED", "RELEASED"]);
+  await ours.return?.();
+  await watcher;
+});
