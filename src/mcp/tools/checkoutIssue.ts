@@ -33,7 +33,7 @@ export const checkoutIssue: Tool<typeof input, typeof output> = {
   about: (args) => args.issueId,
   async run(ctx: ToolContext, args) {
     const refusedWith = async (refusal: ProblemOut) => {
-      const problem = (await lostHold(ctx, args.issueId)) ?? refusal;
+      const problem = (await lostHold(ctx, args.issueId, refusal)) ?? refusal;
       return answer({ issue: null, ...problem }, `Not checked out: ${problem.message}`);
     };
     let runId = await ctx.session.run();
@@ -47,7 +47,7 @@ export const checkoutIssue: Tool<typeof input, typeof output> = {
     if (claimed.__typename === "CheckoutConflict") {
       const holder = { runId: claimed.ownerRunId ?? null, agentId: claimed.ownerAgentId ?? null, live: claimed.holderRunIsLive };
       const epoch = await ctx.session.holdOf(args.issueId);
-      const problem = epoch === undefined ? { ...problemOf(claimed), holder } : holdLost(args.issueId, epoch, holder);
+      const problem = epoch === undefined ? { ...problemOf(claimed), holder } : holdLost(args.issueId, epoch, holder, problemOf(claimed));
       return answer({ issue: null, ...problem }, `Not checked out: ${problem.message}`);
     }
     if (claimed.__typename !== "IssueClaimed") return refusedWith(problemOf(claimed));
