@@ -2,8 +2,9 @@
 // instance answers any request of any session: no affinity, nothing in one
 // process's memory. The statements, each with the rule it keeps:
 //   OPEN_SESSION        a key opens at most mcpSessionsPerKey sessions, across
-//                       instances (its api_keys row is locked while counting),
-//                       and an instance at most mcpSessionsPerInstance;
+//                       instances (LOCK_KEY_ROW, then COUNT_SESSIONS in a later
+//                       snapshot), and an instance at most mcpSessionsPerInstance
+//                       (its sessions are opened one at a time);
 //   TOUCH_SESSION       every request of a session renews it (last_seen_at);
 //   SET_SESSION_RUN     a session has one run: set only over the one it had;
 //   HOLD / DROP_HOLD    the epoch at which the session claimed an issue;
@@ -46,17 +47,36 @@ interface SessionRow {
 /** This process's name in mcp_sessions.instance_id: sessions opened here count against this instance. */
 const INSTANCE_ID = randomUUID();
 
+/** Opens on this instance, one at a time: only this process writes its INSTANCE_ID, so its count cannot be passed by a race. */
+let opening: Promise<unknown> = Promise.resolve();
+
 /** Opens a session for `key` within the bounds; its id, which the client sends back as Mcp-Session-Id (null: the key was revoked meanwhile). */
-export async function openSession(db: Db, key: SessionKey, bounds: SessionBounds): Promise<string | null> {
+export function openSession(db: Db, key: SessionKey, bounds: SessionBounds): Promise<string | null> {
+  const opened = opening.then(() => openNow(db, key, bounds));
+  opening = opened.catch(() => {});
+  return opened;
+}
+
+/**
+ * LOCK_KEY_ROW, then COUNT_SESSIONS, then OPEN_SESSION, in one transaction.
+ * The count is its own statement, after the key's row is locked: under READ
+ * COMMITTED it reads a snapshot taken once the lock was granted, so it sees
+ * every session that an earlier holder of the lock (on any instance) opened.
+ */
+async function openNow(db: Db, key: SessionKey, bounds: SessionBounds): Promise<string | null> {
   const opened = await retryingAborts(() =>
     db.$transaction(async (tx) => {
-      const live = await queryOneInTransaction<{ ok: boolean; per_key: number; per_instance: number }>(
+      const locked = await queryOneInTransaction<{ ok: boolean } | undefined>(
+        tx,
+        statement("LOCK_KEY_ROW", sql`SELECT k.revoked_at IS NULL AS ok FROM api_keys k WHERE k.id = ${key.keyId}::uuid FOR UPDATE`),
+      );
+      if (!locked?.ok) return null;
+      const live = await queryOneInTransaction<{ per_key: number; per_instance: number }>(
         tx,
         statement(
-          "COUNT_SESSIONS_OF_KEY",
+          "COUNT_SESSIONS",
           sql`
-          SELECT EXISTS (SELECT 1 FROM api_keys k WHERE k.id = ${key.keyId}::uuid AND k.revoked_at IS NULL FOR UPDATE) AS ok,
-                 (SELECT count(*)::int FROM mcp_sessions s WHERE s.key_id = ${key.keyId}::uuid) AS per_key,
+          SELECT (SELECT count(*)::int FROM mcp_sessions s WHERE s.key_id = ${key.keyId}::uuid) AS per_key,
                  (SELECT count(*)::int FROM mcp_sessions s WHERE s.instance_id = ${INSTANCE_ID}) AS per_instance`,
         ),
       );
@@ -70,7 +90,6 @@ export async function openSession(db: Db, key: SessionKey, bounds: SessionBounds
       if (live.per_instance >= bounds.mcpSessionsPerInstance) {
         throw new LimitExceededError("mcpSessionsPerInstance", bounds.mcpSessionsPerInstance, "too many MCP sessions open on this instance");
       }
-      if (!live.ok) return null;
       return queryOneInTransaction<{ id: string }>(
         tx,
         statement(
