@@ -146,9 +146,21 @@ interface Ended {
   agent_name_key: string;
 }
 
-async function finishSessionRun(deps: LockDeps, ended: Ended): Promise<void> {
-  if (ended.run_id)
+/**
+ * Finishes an ended session's run. The session is gone either way: a run that
+ * cannot be finished now (the database away) is left to its lease and the
+ * recovery sweep, as a dead run's holds always are, and said in the log.
+ */
+async function finishSessionRun(deps: LockDeps, ended: Ended, log?: Logger): Promise<void> {
+  if (!ended.run_id) return;
+  try {
     await finishRun(deps, { agentId: ended.agent_id, companyId: ended.company_id, agentNameKey: ended.agent_name_key }, ended.run_id, "SUCCEEDED");
+  } catch (err) {
+    log?.("warn", "MCP session ended, but its run could not be finished: its lease will run out", {
+      runId: ended.run_id,
+      error: err instanceof Error ? err.message : String(err),
+    });
+  }
 }
 
 /** A session of the table: what a tool needs of it, each a statement on its row. */
@@ -246,17 +258,18 @@ export function sessionKeepingMs(leaseSeconds: number, idleSeconds: number): num
  * whose key was revoked. Returns its stop.
  */
 export function keepSessions(deps: LockDeps, idleSeconds: number, everyMs: number, log: Logger): { stop(): Promise<void> } {
-  let running: Promise<void> = Promise.resolve();
+  let running: Promise<void> | null = null;
   const tick = async () => {
     try {
       await extendSessionLeases(deps, idleSeconds);
-      await endIdleSessions(deps, idleSeconds);
+      await endIdleSessions(deps, idleSeconds, log);
     } catch (err) {
       log("warn", "MCP sessions: keeping leases failed; trying again", { error: err instanceof Error ? err.message : String(err) });
     }
   };
+  // A tick still running (a slow database) makes the next one wait for the interval after it: no backlog of ticks.
   const timer = setInterval(() => {
-    running = running.then(tick);
+    running ??= tick().finally(() => (running = null));
   }, everyMs);
   timer.unref();
   return {
@@ -282,7 +295,7 @@ async function extendSessionLeases(deps: Pick<LockDeps, "db" | "leaseSeconds">, 
 }
 
 /** Ends up to 100 sessions idle past `idleSeconds` or with a revoked key, each as END_SESSION does; how many. */
-async function endIdleSessions(deps: LockDeps, idleSeconds: number): Promise<number> {
+async function endIdleSessions(deps: LockDeps, idleSeconds: number, log?: Logger): Promise<number> {
   const ended = await queryAll<Ended>(
     deps.db,
     statement(
@@ -296,6 +309,6 @@ async function endIdleSessions(deps: LockDeps, idleSeconds: number): Promise<num
       RETURNING s.run_id, s.agent_id, s.company_id, (SELECT a.name_key FROM agents a WHERE a.id = s.agent_id) AS agent_name_key`,
     ),
   );
-  for (const session of ended) await finishSessionRun(deps, session);
+  for (const session of ended) await finishSessionRun(deps, session, log);
   return ended.length;
 }

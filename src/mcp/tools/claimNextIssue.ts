@@ -3,14 +3,14 @@
 // acquireExecution): the agent is about to work on it.
 import * as z from "zod";
 import { McpClaimNextDocument } from "../generated/graphql.js";
-import { answer, issueOut, issueShape, problemFields, problemOf } from "./shapes.js";
+import { answer, claimed, earlierHoldLost, issueOut, issueShape, problemFields, problemOf } from "./shapes.js";
 import type { ToolContext } from "./shapes.js";
 import type { Tool } from "./tool.js";
 
 const input = {
   includeUnassigned: z.boolean().optional().describe("Also take issues assigned to nobody (default: only this agent's)"),
 };
-const output = { issue: issueShape.nullable(), ...problemFields };
+const output = { issue: issueShape.nullable(), earlierHoldLost, ...problemFields };
 
 export const claimNextIssue: Tool<typeof input, typeof output> = {
   name: "claim_next_issue",
@@ -27,11 +27,9 @@ export const claimNextIssue: Tool<typeof input, typeof output> = {
       const runId = await ctx.session.run();
       const { claimIssues: result } = await ctx.call(McpClaimNextDocument, { runId, includeUnassigned: args.includeUnassigned ?? false });
       if (result.__typename === "IssuesClaimed") {
-        const claimed = result.issues[0];
-        if (!claimed) break;
-        await ctx.session.held(claimed.id, claimed.lockEpoch);
-        const issue = issueOut(claimed);
-        return answer({ issue }, `You hold issue ${issue.id} "${issue.title}" (epoch ${issue.lockEpoch}), IN_PROGRESS: work on it, then call release_issue.`);
+        const issue = result.issues[0];
+        if (!issue) break;
+        return claimed(ctx, issueOut(issue));
       }
       // The run died between calls (a stall the sweep recovered): one more try with a new run.
       if (result.__typename === "RunNotActive" && tries === 1) {
