@@ -47,7 +47,11 @@ async function keyRefusals(ctx: ToolContext, tool: Tool<ZodRawShape, ZodRawShape
 export function mcpServer(ctx: ToolContext, onUnexpected: (err: unknown) => void): McpServer {
   const server = new McpServer(SERVER_INFO, { instructions: INSTRUCTIONS });
   for (const tool of TOOLS as readonly Tool<ZodRawShape, ZodRawShape>[]) {
-    server.registerTool(tool.name, tool.config, (args: Record<string, unknown>) => guarded(() => keyRefusals(ctx, tool, args), onUnexpected));
+    server.registerTool(tool.name, tool.config, (args: Record<string, unknown>) => {
+      const call = guarded(() => keyRefusals(ctx, tool, args), onUnexpected);
+      ctx.track?.(call);
+      return call;
+    });
   }
   return server;
 }

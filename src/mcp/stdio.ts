@@ -10,10 +10,24 @@ import { BatonError } from "../client/errors.js";
 import type { GraphQLCall } from "./calls.js";
 import { McpFinishRunDocument, McpHeartbeatDocument, McpMeDocument, McpStartRunDocument } from "./generated/graphql.js";
 import { mcpServer } from "./server.js";
+import { setTimeout as delay } from "node:timers/promises";
+import { Refusal } from "./tools/shapes.js";
 import type { Session } from "./session.js";
 
 /** The largest JSON-RPC message read from stdin; a longer one ends the session (the SDK's transport closes). */
 const MAX_STDIO_MESSAGE_BYTES = 1024 * 1024;
+
+/** A call that arrived as the session ended: it starts nothing. */
+class SessionEnded extends Refusal {
+  constructor() {
+    super("SESSION_ENDED", "this MCP session is ending: nothing more is claimed");
+  }
+}
+
+/** How long, once the session ends, tool calls under way may go on before the run is finished all the same. */
+const END_GRACE_MS = 10_000;
+/** The longest one request to the API may take (a heartbeat, a tool's operation, the final finishRun). */
+export const STDIO_REQUEST_TIMEOUT_MS = 30_000;
 
 /** Not an agent key: `baton mcp` needs one (the CLI exits 3). */
 export class NotAnAgentKey extends Error {}
@@ -31,7 +45,11 @@ class ProcessSession implements Session {
     private readonly log: (line: string) => void,
   ) {}
 
+  /** Set once the session is ending: no call may start a run after its run was finished. */
+  private ending = false;
+
   run(): Promise<string> {
+    if (this.ending) return Promise.reject(new SessionEnded());
     if (this.runId) return Promise.resolve(this.runId);
     this.starting ??= this.start().finally(() => (this.starting = null));
     return this.starting;
@@ -95,8 +113,9 @@ class ProcessSession implements Session {
     this.holds.delete(issueId);
   }
 
-  /** Finishes the run (its holds go back to the queue as finishRun gives them back). */
+  /** Finishes the run (its holds go back to the queue as finishRun gives them back); no run starts after. */
   async end(): Promise<void> {
+    this.ending = true;
     this.stopBeating();
     const runId = this.runId ?? (await this.starting?.catch(() => null)) ?? null;
     this.runId = null;
@@ -123,15 +142,24 @@ export async function serveStdio(options: StdioOptions): Promise<void> {
   if (me.role !== "AGENT" || !me.companyId) throw new NotAnAgentKey(`baton mcp needs an agent key (this token is the ${me.role.toLowerCase()}'s)`);
   const stdin = options.stdin ?? process.stdin;
   const session = new ProcessSession(options.call, options.log);
-  const server = mcpServer({ call: options.call, session, companyId: me.companyId }, (err) =>
+  const calls = new Set<Promise<unknown>>();
+  const track = (call: Promise<unknown>) => {
+    calls.add(call);
+    void call.finally(() => calls.delete(call));
+  };
+  const server = mcpServer({ call: options.call, session, companyId: me.companyId, track }, (err) =>
     options.log(`baton mcp: a tool failed: ${err instanceof Error ? err.message : String(err)}`),
   );
-  const transport = new StdioServerTransport(stdin, options.stdout ?? process.stdout, { maxBufferSize: MAX_STDIO_MESSAGE_BYTES });
+  const stdout = options.stdout ?? process.stdout;
+  const transport = new StdioServerTransport(stdin, stdout, { maxBufferSize: MAX_STDIO_MESSAGE_BYTES });
   let stop!: () => void;
   const stopped = new Promise<void>((resolve) => (stop = resolve));
   transport.onclose = stop;
+  transport.onerror = (err) => options.log(`baton mcp: ${err.message}`);
   stdin.once("end", stop);
   stdin.once("close", stop);
+  // The client stopped reading (EPIPE): the session is over, as if stdin had closed.
+  stdout.on("error", stop);
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
   await server.connect(transport);
@@ -140,6 +168,9 @@ export async function serveStdio(options: StdioOptions): Promise<void> {
   } finally {
     process.removeListener("SIGTERM", stop);
     process.removeListener("SIGINT", stop);
+    // No new message is read; calls under way may finish (bounded), and none can start a run once the run is finished.
+    await transport.close().catch(() => {});
+    await Promise.race([Promise.allSettled(calls), delay(END_GRACE_MS, undefined, { ref: false })]);
     await session.end();
     await server.close().catch(() => {});
   }

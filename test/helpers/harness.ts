@@ -11,6 +11,8 @@ import type { DbHandle } from "../../src/db/client.js";
 import { createInProcessBus, createRedisBus } from "../../src/events/bus.js";
 import type { EventBus } from "../../src/events/bus.js";
 import type { Logger } from "../../src/log.js";
+import { DEFAULT_LIMITS } from "../../src/bounds/settings.js";
+import type { Limits } from "../../src/bounds/settings.js";
 import * as Ops from "../generated/graphql.js";
 import { createTestDatabase } from "./db.js";
 import type { TestDatabase } from "./db.js";
@@ -85,15 +87,15 @@ export interface Harness {
   ledgerSeqs(companyId: string): Promise<string[]>;
   /** The single row of a query that must return exactly one. */
   one<T extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<T>;
-  /** Another API instance on the same database (its own pool and bus). */
-  startInstance(options?: { redisUrl?: string }): Promise<{ url: string; app: App; bus: EventBus; stop(): Promise<void> }>;
+  /** Another API instance on the same database (its own pool and bus); `limits` over the harness's. */
+  startInstance(options?: { redisUrl?: string; limits?: Partial<Limits> }): Promise<{ url: string; app: App; bus: EventBus; stop(): Promise<void> }>;
   /** Every line the instances logged, with its fields (what a test may check never reaches a log). */
   logged: { level: string; msg: string; fields?: Record<string, unknown> }[];
   close(): Promise<void>;
 }
 
 export async function startHarness(
-  options: { leaseSeconds?: number; redisUrl?: string; ledgerPollMs?: number; mcpSessionIdleSeconds?: number } = {},
+  options: { leaseSeconds?: number; redisUrl?: string; ledgerPollMs?: number; mcpSessionIdleSeconds?: number; limits?: Partial<Limits> } = {},
 ): Promise<Harness> {
   const database = await createTestDatabase();
   const logged: Harness["logged"] = [];
@@ -105,7 +107,7 @@ export async function startHarness(
   // listener would be an uncaught exception in whichever test file runs next.
   pool.on("error", () => {});
 
-  async function startInstance(opts: { redisUrl?: string } = {}) {
+  async function startInstance(opts: { redisUrl?: string; limits?: Partial<Limits> } = {}) {
     const db = connectDb(database.url, 8, "baton-test");
     const redisUrl = opts.redisUrl ?? options.redisUrl;
     const bus = redisUrl ? createRedisBus(redisUrl, log) : createInProcessBus();
@@ -117,6 +119,7 @@ export async function startHarness(
       log,
       ledgerPollMs: options.ledgerPollMs ?? 200,
       ...(options.mcpSessionIdleSeconds === undefined ? {} : { mcpSessionIdleSeconds: options.mcpSessionIdleSeconds }),
+      ...(options.limits || opts.limits ? { limits: { ...DEFAULT_LIMITS, ...options.limits, ...opts.limits } } : {}),
     });
     const { url } = await app.start(0);
     const instance = {

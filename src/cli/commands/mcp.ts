@@ -1,7 +1,7 @@
 // `baton mcp`: an MCP server over stdio for an LLM agent (Claude Code, Codex,
 // Cursor…), as the agent whose key is the token: src/mcp/stdio.ts. stdout
 // carries the protocol; diagnostics go to stderr.
-import { NotAnAgentKey, serveStdio } from "../../mcp/stdio.js";
+import { NotAnAgentKey, serveStdio, STDIO_REQUEST_TIMEOUT_MS } from "../../mcp/stdio.js";
 import { MissingToken, parse, WrongKey } from "../kit.js";
 import type { Context } from "../kit.js";
 
@@ -15,7 +15,11 @@ export async function mcpCommand(ctx: Context, words: string[], usage: string): 
   if (!parse(ctx, words, usage, {})) return 0;
   if (!ctx.hasToken) throw new MissingToken();
   try {
-    await serveStdio({ call: (document, variables) => ctx.baton.request(document, variables), log: ctx.err });
+    await serveStdio({
+      // Every request bounded: a hung API must not keep a heartbeat, a tool call or the final finishRun waiting for ever.
+      call: (document, variables) => ctx.baton.request(document, variables, { signal: AbortSignal.timeout(STDIO_REQUEST_TIMEOUT_MS) }),
+      log: ctx.err,
+    });
   } catch (err) {
     if (err instanceof NotAnAgentKey) throw new WrongKey(err.message);
     throw err;

@@ -11,6 +11,7 @@
 // its run is finished and what it held goes back to the queue.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { PrincipalResolver } from "../../auth/principal.js";
 import { discardRest } from "../../bounds/body.js";
 import { LimitExceededError } from "../../bounds/settings.js";
@@ -59,8 +60,11 @@ async function readBody(req: IncomingMessage, max: number): Promise<Buffer | nul
   return Buffer.concat(chunks);
 }
 
-const isInitialize = (body: unknown) =>
-  typeof body === "object" && body !== null && !Array.isArray(body) && (body as { method?: unknown }).method === "initialize";
+/** What the Streamable HTTP transport requires of a POST (the SDK answers 406 or 415 otherwise): checked before a session is opened for it. */
+function acceptable(req: IncomingMessage): boolean {
+  const accept = req.headers.accept ?? "";
+  return accept.includes("application/json") && accept.includes("text/event-stream") && (req.headers["content-type"] ?? "").includes("application/json");
+}
 
 export function mcpRoute(deps: McpRouteDeps): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   const { limits } = deps;
@@ -164,10 +168,16 @@ export function mcpRoute(deps: McpRouteDeps): (req: IncomingMessage, res: Server
     } catch {
       return rpcError(res, 400, -32700, "Parse error: the body is not JSON");
     }
+    // One message per request (batches left the protocol in 2025-06-18): each is admitted, and costs, on its own.
+    if (Array.isArray(body)) return rpcError(res, 400, -32600, "Invalid Request: send one JSON-RPC message per request (batches are not accepted)");
+    if (!acceptable(req)) {
+      return rpcError(res, 406, -32000, "Not Acceptable: send Content-Type: application/json and Accept: application/json, text/event-stream");
+    }
 
     const call = callInProcess((request) => deps.graphql(request, agent));
     let id: string;
-    if (isInitialize(body)) {
+    const initializing = isInitializeRequest(body);
+    if (initializing) {
       try {
         const opened = await openSession(deps.locks.db, key, limits);
         if (!opened) return rpcError(res, 401, -32001, "UNAUTHENTICATED: this key was revoked", { code: "UNAUTHENTICATED" });
@@ -176,7 +186,7 @@ export function mcpRoute(deps: McpRouteDeps): (req: IncomingMessage, res: Server
         if (err instanceof LimitExceededError) return refuseLimit(res, err);
         throw err;
       }
-    } else if (typeof sessionId === "string") {
+    } else if (typeof sessionId === "string" && sessionId !== "") {
       id = sessionId;
     } else {
       return rpcError(res, 400, -32000, "Bad Request: no Mcp-Session-Id header: send initialize first, then its session id with every message");
@@ -197,11 +207,14 @@ export function mcpRoute(deps: McpRouteDeps): (req: IncomingMessage, res: Server
       const answer = await transport.handleRequest(new Request(`http://mcp${MCP_PATH}`, { method: "POST", headers, body: raw.toString("utf8") }), {
         parsedBody: body,
       });
-      const out: Record<string, string> = { "mcp-session-id": id };
+      const ok = answer.status >= 200 && answer.status < 300;
+      // A session is named only by an answer that served it; an initialize the transport refused opened none.
+      const out: Record<string, string> = ok ? { "mcp-session-id": id } : {};
       answer.headers.forEach((value, name) => {
         out[name] = value;
       });
       const text = await answer.text();
+      if (!ok && initializing) await endSession(deps.locks, id, agent.keyId).catch(() => {});
       res.writeHead(answer.status, out).end(text);
     } finally {
       await server.close().catch(() => {});

@@ -2,8 +2,9 @@
 // instance answers any request of any session: no affinity, nothing in one
 // process's memory. The statements, each with the rule it keeps:
 //   OPEN_SESSION        a key opens at most mcpSessionsPerKey sessions, across
-//                       instances (its api_keys row is locked while counting),
-//                       and an instance at most mcpSessionsPerInstance;
+//                       instances (LOCK_KEY_ROW, then COUNT_SESSIONS in a later
+//                       snapshot), and an instance at most mcpSessionsPerInstance
+//                       (its sessions are opened one at a time);
 //   TOUCH_SESSION       every request of a session renews it (last_seen_at);
 //   SET_SESSION_RUN     a session has one run: set only over the one it had;
 //   HOLD / DROP_HOLD    the epoch at which the session claimed an issue;
@@ -46,17 +47,36 @@ interface SessionRow {
 /** This process's name in mcp_sessions.instance_id: sessions opened here count against this instance. */
 const INSTANCE_ID = randomUUID();
 
+/** Opens on this instance, one at a time: only this process writes its INSTANCE_ID, so its count cannot be passed by a race. */
+let opening: Promise<unknown> = Promise.resolve();
+
 /** Opens a session for `key` within the bounds; its id, which the client sends back as Mcp-Session-Id (null: the key was revoked meanwhile). */
-export async function openSession(db: Db, key: SessionKey, bounds: SessionBounds): Promise<string | null> {
+export function openSession(db: Db, key: SessionKey, bounds: SessionBounds): Promise<string | null> {
+  const opened = opening.then(() => openNow(db, key, bounds));
+  opening = opened.catch(() => {});
+  return opened;
+}
+
+/**
+ * LOCK_KEY_ROW, then COUNT_SESSIONS, then OPEN_SESSION, in one transaction.
+ * The count is its own statement, after the key's row is locked: under READ
+ * COMMITTED it reads a snapshot taken once the lock was granted, so it sees
+ * every session that an earlier holder of the lock (on any instance) opened.
+ */
+async function openNow(db: Db, key: SessionKey, bounds: SessionBounds): Promise<string | null> {
   const opened = await retryingAborts(() =>
     db.$transaction(async (tx) => {
-      const live = await queryOneInTransaction<{ ok: boolean; per_key: number; per_instance: number }>(
+      const locked = await queryOneInTransaction<{ ok: boolean } | undefined>(
+        tx,
+        statement("LOCK_KEY_ROW", sql`SELECT k.revoked_at IS NULL AS ok FROM api_keys k WHERE k.id = ${key.keyId}::uuid FOR UPDATE`),
+      );
+      if (!locked?.ok) return null;
+      const live = await queryOneInTransaction<{ per_key: number; per_instance: number }>(
         tx,
         statement(
-          "COUNT_SESSIONS_OF_KEY",
+          "COUNT_SESSIONS",
           sql`
-          SELECT EXISTS (SELECT 1 FROM api_keys k WHERE k.id = ${key.keyId}::uuid AND k.revoked_at IS NULL FOR UPDATE) AS ok,
-                 (SELECT count(*)::int FROM mcp_sessions s WHERE s.key_id = ${key.keyId}::uuid) AS per_key,
+          SELECT (SELECT count(*)::int FROM mcp_sessions s WHERE s.key_id = ${key.keyId}::uuid) AS per_key,
                  (SELECT count(*)::int FROM mcp_sessions s WHERE s.instance_id = ${INSTANCE_ID}) AS per_instance`,
         ),
       );
@@ -70,7 +90,6 @@ export async function openSession(db: Db, key: SessionKey, bounds: SessionBounds
       if (live.per_instance >= bounds.mcpSessionsPerInstance) {
         throw new LimitExceededError("mcpSessionsPerInstance", bounds.mcpSessionsPerInstance, "too many MCP sessions open on this instance");
       }
-      if (!live.ok) return null;
       return queryOneInTransaction<{ id: string }>(
         tx,
         statement(
@@ -127,9 +146,21 @@ interface Ended {
   agent_name_key: string;
 }
 
-async function finishSessionRun(deps: LockDeps, ended: Ended): Promise<void> {
-  if (ended.run_id)
+/**
+ * Finishes an ended session's run. The session is gone either way: a run that
+ * cannot be finished now (the database away) is left to its lease and the
+ * recovery sweep, as a dead run's holds always are, and said in the log.
+ */
+async function finishSessionRun(deps: LockDeps, ended: Ended, log?: Logger): Promise<void> {
+  if (!ended.run_id) return;
+  try {
     await finishRun(deps, { agentId: ended.agent_id, companyId: ended.company_id, agentNameKey: ended.agent_name_key }, ended.run_id, "SUCCEEDED");
+  } catch (err) {
+    log?.("warn", "MCP session ended, but its run could not be finished: its lease will run out", {
+      runId: ended.run_id,
+      error: err instanceof Error ? err.message : String(err),
+    });
+  }
 }
 
 /** A session of the table: what a tool needs of it, each a statement on its row. */
@@ -227,17 +258,18 @@ export function sessionKeepingMs(leaseSeconds: number, idleSeconds: number): num
  * whose key was revoked. Returns its stop.
  */
 export function keepSessions(deps: LockDeps, idleSeconds: number, everyMs: number, log: Logger): { stop(): Promise<void> } {
-  let running: Promise<void> = Promise.resolve();
+  let running: Promise<void> | null = null;
   const tick = async () => {
     try {
       await extendSessionLeases(deps, idleSeconds);
-      await endIdleSessions(deps, idleSeconds);
+      await endIdleSessions(deps, idleSeconds, log);
     } catch (err) {
       log("warn", "MCP sessions: keeping leases failed; trying again", { error: err instanceof Error ? err.message : String(err) });
     }
   };
+  // A tick still running (a slow database) makes the next one wait for the interval after it: no backlog of ticks.
   const timer = setInterval(() => {
-    running = running.then(tick);
+    running ??= tick().finally(() => (running = null));
   }, everyMs);
   timer.unref();
   return {
@@ -263,7 +295,7 @@ async function extendSessionLeases(deps: Pick<LockDeps, "db" | "leaseSeconds">, 
 }
 
 /** Ends up to 100 sessions idle past `idleSeconds` or with a revoked key, each as END_SESSION does; how many. */
-async function endIdleSessions(deps: LockDeps, idleSeconds: number): Promise<number> {
+async function endIdleSessions(deps: LockDeps, idleSeconds: number, log?: Logger): Promise<number> {
   const ended = await queryAll<Ended>(
     deps.db,
     statement(
@@ -277,6 +309,6 @@ async function endIdleSessions(deps: LockDeps, idleSeconds: number): Promise<num
       RETURNING s.run_id, s.agent_id, s.company_id, (SELECT a.name_key FROM agents a WHERE a.id = s.agent_id) AS agent_name_key`,
     ),
   );
-  for (const session of ended) await finishSessionRun(deps, session);
+  for (const session of ended) await finishSessionRun(deps, session, log);
   return ended.length;
 }

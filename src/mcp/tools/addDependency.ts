@@ -36,7 +36,8 @@ export const addDependency: Tool<typeof input, typeof output> = {
     if (result.__typename === "DependencyCycle") {
       return answer({ issue: null, path: result.path, ...problemOf(result) }, `Refused: ${result.message}`);
     }
-    const problem = (await lostHold(ctx, args.issueId)) ?? problemOf(result);
+    const refusal = problemOf(result);
+    const problem = (await lostHold(ctx, args.issueId, refusal)) ?? refusal;
     return answer({ issue: null, ...problem }, `Not added: ${problem.message}`);
   },
 };

@@ -6,7 +6,7 @@
 import * as z from "zod";
 import { McpCheckoutDocument } from "../generated/graphql.js";
 import { holdLost, lostHold } from "./holds.js";
-import { answer, ISSUE_STATUSES, issueId, issueOut, issueShape, problemFields, problemOf } from "./shapes.js";
+import { answer, claimed, earlierHoldLost, ISSUE_STATUSES, issueId, issueOut, issueShape, problemFields, problemOf } from "./shapes.js";
 import type { ProblemOut, ToolContext } from "./shapes.js";
 import type { Tool } from "./tool.js";
 
@@ -19,7 +19,7 @@ const input = {
     .optional()
     .describe('The statuses the issue may be in to be taken (default ["OPEN"])'),
 };
-const output = { issue: issueShape.nullable(), ...problemFields };
+const output = { issue: issueShape.nullable(), earlierHoldLost, ...problemFields };
 
 export const checkoutIssue: Tool<typeof input, typeof output> = {
   name: "checkout_issue",
@@ -34,26 +34,24 @@ export const checkoutIssue: Tool<typeof input, typeof output> = {
   about: (args) => args.issueId,
   async run(ctx: ToolContext, args) {
     const refusedWith = async (refusal: ProblemOut) => {
-      const problem = (await lostHold(ctx, args.issueId)) ?? refusal;
+      const problem = (await lostHold(ctx, args.issueId, refusal)) ?? refusal;
       return answer({ issue: null, ...problem }, `Not checked out: ${problem.message}`);
     };
     let runId = await ctx.session.run();
     const variables = { issueId: args.issueId, expectedStatuses: args.expectedStatuses ?? ["OPEN" as const] };
-    let claimed = (await ctx.call(McpCheckoutDocument, { runId, ...variables })).claimIssue;
-    if (claimed.__typename === "RunNotActive") {
+    let checkout = (await ctx.call(McpCheckoutDocument, { runId, ...variables })).claimIssue;
+    if (checkout.__typename === "RunNotActive") {
       await ctx.session.runDied(runId);
       runId = await ctx.session.run();
-      claimed = (await ctx.call(McpCheckoutDocument, { runId, ...variables })).claimIssue;
+      checkout = (await ctx.call(McpCheckoutDocument, { runId, ...variables })).claimIssue;
     }
-    if (claimed.__typename === "CheckoutConflict") {
-      const holder = { runId: claimed.ownerRunId ?? null, agentId: claimed.ownerAgentId ?? null, live: claimed.holderRunIsLive };
+    if (checkout.__typename === "CheckoutConflict") {
+      const holder = { runId: checkout.ownerRunId ?? null, agentId: checkout.ownerAgentId ?? null, live: checkout.holderRunIsLive };
       const epoch = await ctx.session.holdOf(args.issueId);
-      const problem = epoch === undefined ? { ...problemOf(claimed), holder } : holdLost(args.issueId, epoch, holder);
+      const problem = epoch === undefined ? { ...problemOf(checkout), holder } : holdLost(args.issueId, epoch, holder, problemOf(checkout));
       return answer({ issue: null, ...problem }, `Not checked out: ${problem.message}`);
     }
-    if (claimed.__typename !== "IssueClaimed") return refusedWith(problemOf(claimed));
-    await ctx.session.held(claimed.issue.id, claimed.issue.lockEpoch);
-    const issue = issueOut(claimed.issue);
-    return answer({ issue }, `You hold issue ${issue.id} "${issue.title}" (epoch ${issue.lockEpoch}), IN_PROGRESS: work on it, then call release_issue.`);
+    if (checkout.__typename !== "IssueClaimed") return refusedWith(problemOf(checkout));
+    return claimed(ctx, issueOut(checkout.issue));
   },
 };

@@ -1,16 +1,17 @@
 // claim_next_issue: the session's run claims the agent's next ready issue and
 // takes its execution lock in the same statement (claimIssue with
-// startExecution): the agent is about to work on it.
+// startExecution, grouped with the company's other claims): the agent is
+// about to work on it.
 import * as z from "zod";
 import { McpClaimNextDocument } from "../generated/graphql.js";
-import { answer, issueOut, issueShape, problemFields, problemOf } from "./shapes.js";
+import { answer, claimed, earlierHoldLost, issueOut, issueShape, problemFields, problemOf } from "./shapes.js";
 import type { ToolContext } from "./shapes.js";
 import type { Tool } from "./tool.js";
 
 const input = {
   includeUnassigned: z.boolean().optional().describe("Also take issues assigned to nobody (default: only this agent's)"),
 };
-const output = { issue: issueShape.nullable(), ...problemFields };
+const output = { issue: issueShape.nullable(), earlierHoldLost, ...problemFields };
 
 export const claimNextIssue: Tool<typeof input, typeof output> = {
   name: "claim_next_issue",
@@ -26,11 +27,7 @@ export const claimNextIssue: Tool<typeof input, typeof output> = {
     for (let tries = 1; ; tries++) {
       const runId = await ctx.session.run();
       const { claimIssue: result } = await ctx.call(McpClaimNextDocument, { runId, includeUnassigned: args.includeUnassigned ?? false });
-      if (result.__typename === "IssueClaimed") {
-        await ctx.session.held(result.issue.id, result.issue.lockEpoch);
-        const issue = issueOut(result.issue);
-        return answer({ issue }, `You hold issue ${issue.id} "${issue.title}" (epoch ${issue.lockEpoch}), IN_PROGRESS: work on it, then call release_issue.`);
-      }
+      if (result.__typename === "IssueClaimed") return claimed(ctx, issueOut(result.issue));
       // The run died between calls (a stall the sweep recovered): one more try with a new run.
       if (result.__typename === "RunNotActive" && tries === 1) {
         await ctx.session.runDied(runId);

@@ -52,7 +52,8 @@ export const createSubIssues: Tool<typeof input, typeof output> = {
       return answer({ parent: issueOut(result.parent), issues }, `Created ${issues.length} sub-issue(s): ${issues.map((i) => i.id).join(", ")}.${waits}`);
     }
     if (result.__typename === "RunNotActive") await ctx.session.runDied(runId);
-    const problem = (await lostHold(ctx, args.parentId)) ?? problemOf(result);
+    const refusal = problemOf(result);
+    const problem = (await lostHold(ctx, args.parentId, refusal)) ?? refusal;
     return answer({ parent: null, issues: [], ...problem }, `Nothing was created: ${problem.message}`);
   },
 };

@@ -25,10 +25,12 @@ function sayHolder(holder: Holder | null): string {
   return `run ${holder.runId}${holder.agentId ? ` of agent ${holder.agentId}` : ""} holds it now${holder.live ? "" : " (that run is not live: recovery will free it)"}`;
 }
 
-export function holdLost(issueId: string, epoch: number, holder: Holder | null): ProblemOut {
+/** HoldLost; `refusal`: what the API answered the call (a claim again, say), told too so that the agent knows why it failed. */
+export function holdLost(issueId: string, epoch: number, holder: Holder | null, refusal?: ProblemOut): ProblemOut {
+  const why = refusal ? ` This call was refused: ${refusal.problem}: ${refusal.message}.` : "";
   return {
     problem: "HoldLost",
-    message: `this session no longer holds issue ${issueId} (it claimed it at epoch ${epoch}); ${sayHolder(holder)}. Do not go on with its work: claim it again or take another issue.`,
+    message: `this session no longer holds issue ${issueId} (it claimed it at epoch ${epoch}); ${sayHolder(holder)}.${why} Do not go on with its work: claim it again or take another issue.`,
     holder,
   };
 }
@@ -38,11 +40,11 @@ export function holdLost(issueId: string, epoch: number, holder: Holder | null):
  * epoch; null if it still holds it, or never claimed it (then the API's own
  * answer stands).
  */
-export async function lostHold(ctx: ToolContext, issueId: string): Promise<ProblemOut | null> {
+export async function lostHold(ctx: ToolContext, issueId: string, refusal?: ProblemOut): Promise<ProblemOut | null> {
   const epoch = await ctx.session.holdOf(issueId);
   if (epoch === undefined) return null;
-  if (ctx.session.keyRevoked) return holdLost(issueId, epoch, null);
+  if (ctx.session.keyRevoked) return holdLost(issueId, epoch, null, refusal);
   const [run, { issue }] = await Promise.all([ctx.session.currentRun(), ctx.call(McpIssueHolderDocument, { issueId })]);
   if (issue && run !== null && issue.checkoutRunId === run && issue.lockEpoch === epoch) return null;
-  return holdLost(issueId, epoch, await holderOf(ctx, issue?.checkoutRunId ?? null));
+  return holdLost(issueId, epoch, await holderOf(ctx, issue?.checkoutRunId ?? null), refusal);
 }

@@ -57,7 +57,8 @@ export const releaseIssue: Tool<typeof input, typeof output> = {
       return answer({ issue }, `Released issue ${issue.id}: ${AFTER[args.outcome]} You no longer hold it.`);
     }
     if (result.__typename === "RunNotActive") await ctx.session.runDied(runId);
-    const problem = (await lostHold(ctx, args.issueId)) ?? problemOf(result);
+    const refusal = problemOf(result);
+    const problem = (await lostHold(ctx, args.issueId, refusal)) ?? refusal;
     return answer({ issue: null, ...problem }, `Not released: ${problem.message}`);
   },
 };

@@ -17,6 +17,8 @@ export interface ToolContext {
   readonly call: GraphQLCall;
   readonly session: Session;
   readonly companyId: string;
+  /** Told of every tool call under way (stdio waits for them when the session ends). */
+  readonly track?: (call: Promise<unknown>) => void;
 }
 
 export const ISSUE_STATUSES = ["BACKLOG", "BLOCKED", "CANCELLED", "CLAIMED", "DONE", "ESCALATED", "IN_PROGRESS", "OPEN"] as const;
@@ -52,6 +54,29 @@ export interface ProblemOut {
   problem: string;
   message: string;
   holder?: Holder | null;
+}
+
+/**
+ * A claim's answer: the issue the session now holds, and, when the session
+ * had claimed that issue before at another epoch without releasing it, that
+ * the earlier hold was lost (force-released, recovered): work done under it
+ * was not kept as this hold's.
+ */
+export const earlierHoldLost = z
+  .number()
+  .int()
+  .optional()
+  .describe("This session's earlier hold of the issue, at this epoch, was lost before this claim: what was done under it did not count");
+
+export async function claimed(ctx: ToolContext, issue: IssueOut): Promise<CallToolResult> {
+  const earlier = await ctx.session.holdOf(issue.id);
+  await ctx.session.held(issue.id, issue.lockEpoch);
+  const lost = earlier !== undefined && earlier !== issue.lockEpoch;
+  const note = lost ? ` Note: your earlier hold of it (epoch ${earlier}) was lost before this claim; start its work again.` : "";
+  return answer(
+    { issue, ...(lost ? { earlierHoldLost: earlier } : {}) },
+    `You hold issue ${issue.id} "${issue.title}" (epoch ${issue.lockEpoch}), IN_PROGRESS: work on it, then call release_issue.${note}`,
+  );
 }
 
 /** The issue fields the tools show, from an answer that may carry more. */
@@ -98,8 +123,9 @@ export async function guarded(body: () => Promise<CallToolResult>, onUnexpected:
       const outcome = err.errors[0]?.extensions?.outcome;
       return refused(err.code, outcome ? `${err.message} (outcome: ${String(outcome)})` : err.message);
     }
-    // The database away mid-call (in-process, a session's own statements): the call may have taken effect.
-    if (unavailability(err)) {
+    // The database away mid-call (in-process, a session's own statements), or the API not answering in time
+    // (stdio's requests are bounded): the call may have taken effect.
+    if (unavailability(err) || (err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError"))) {
       return refused(
         "UNAVAILABLE",
         "the database was away: this call may or may not have taken effect (outcome: UNKNOWN); read with get_issue or list_issues before trying again",
