@@ -113,6 +113,8 @@ export interface ExecutionAcquired {
 export interface IssueReleased {
   __typename: "IssueReleased";
   issue: Issue;
+  /** releaseIssue with `next`: the caller's next issue, claimed right after the release (null: nothing was claimable). Left out without `next`. */
+  next?: IssueClaimed | null;
 }
 export interface IssuesReleased {
   __typename: "IssuesReleased";

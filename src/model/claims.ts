@@ -1,9 +1,11 @@
 // The checkout: claimIssue without an issue id (CLAIM_NEXT_FOR_EACH), with
 // one (CHECKOUT_IF_EXPECTED, the 11 checks of docs/lifecycle.md), and the
 // batch claimIssues (CLAIM_NEXT_SKIP_LOCKED), with or without the execution
-// lock. docs/lifecycle.md, "What can be claimed" and "Claim order".
-import type { ClaimIssueResult, ClaimIssuesResult } from "./answers.js";
+// lock; claimIssue with startExecution is the claim, then acquireExecution.
+// docs/lifecycle.md, "What can be claimed" and "Claim order".
+import type { AcquireExecutionResult, ClaimIssueResult, ClaimIssuesResult, IssueClaimed } from "./answers.js";
 import { badInput, issueNotFound } from "./answers.js";
+import { acquireExecution } from "./execution.js";
 import { refuseRun } from "./runs.js";
 import { attemptsAfterDeath, clearLocks, eventFor, inStatementOrder, isActive, isExpired, isLive, isReady, isWaiting, keyRoom, waitingOn } from "./rules.js";
 import type { Event, Issue, IssueStatus, State, Step } from "./state.js";
@@ -258,7 +260,14 @@ export function checkoutIfExpected(
   return unchanged({ __typename: "UnexpectedStatus", issueId: cur.id, status: cur.status, expectedStatuses: expected });
 }
 
-/** claimIssue: with an issue id, checkoutIfExpected; without, claimNext. */
+/**
+ * claimIssue: with an issue id, checkoutIfExpected; without, claimNext. With
+ * startExecution (issue 31), a claim that answered IssueClaimed is followed
+ * at once by acquireExecution of the claimed issue by the same run, and the
+ * answer is startedAnswer's: exactly the two calls one after the other (the
+ * API runs them as the checkout then acquireExecution by id, and as one
+ * statement without: nothing can come between them there).
+ */
 export function claimIssue(
   state: State,
   args: {
@@ -267,11 +276,45 @@ export function claimIssue(
     issueId?: string | null;
     expectedStatuses?: readonly IssueStatus[] | null;
     includeUnassigned?: boolean;
+    startExecution?: boolean;
     passOver?: readonly string[];
   },
 ): Step<ClaimIssueResult> {
-  if (args.issueId) return checkoutIfExpected(state, { ...args, issueId: args.issueId });
-  return claimNext(state, args);
+  const claimed = args.issueId ? checkoutIfExpected(state, { ...args, issueId: args.issueId }) : claimNext(state, args);
+  if (!args.startExecution || claimed.answer.__typename !== "IssueClaimed") return claimed;
+  const acquired = acquireExecution(claimed.state, { agentId: args.agentId, runId: args.runId, issueId: claimed.answer.issue.id });
+  return { answer: startedAnswer(claimed.answer, acquired.answer), state: acquired.state, events: [...claimed.events, ...acquired.events] };
+}
+
+/**
+ * claimIssue(startExecution)'s answer from the claim's IssueClaimed and the
+ * acquireExecution that followed (src/locks/claim/claimIssue.ts, started):
+ * acquired, the claim's answer with the issue as it is now (IN_PROGRESS);
+ * AttemptsExhausted, RunNotActive and IssueNotFound as acquireExecution
+ * answered them; a hold lost in between (ExecutionConflict, NotCheckedOut:
+ * only a concurrent command can do that) a CheckoutConflict naming the
+ * issue's status at the claim and, for ExecutionConflict, the run executing it.
+ */
+export function startedAnswer(claimed: IssueClaimed, acquired: AcquireExecutionResult): ClaimIssueResult {
+  switch (acquired.__typename) {
+    case "ExecutionAcquired":
+      return { ...claimed, issue: acquired.issue };
+    case "ExecutionConflict":
+    case "NotCheckedOut": {
+      const owner = acquired.__typename === "ExecutionConflict" ? acquired : null;
+      return {
+        __typename: "CheckoutConflict",
+        issueId: claimed.issue.id,
+        status: claimed.issue.status,
+        ownerAgentId: owner?.ownerAgentId ?? null,
+        ownerRunId: owner?.ownerRunId ?? null,
+        executionRunId: owner?.ownerRunId ?? null,
+        holderRunIsLive: owner !== null,
+      };
+    }
+    default:
+      return acquired;
+  }
 }
 
 /**

@@ -10,6 +10,7 @@ import { acquireExecution } from "./execution.js";
 import type { CreateInput } from "./state.js";
 import { addDependency, createIssues, createSubIssues, removeDependency } from "./graph.js";
 import { sweep, tick } from "./recovery.js";
+import type { ClaimNext } from "./release.js";
 import { releaseIssue, releaseIssues } from "./release.js";
 import { finishRun, heartbeatRun, startRun } from "./runs.js";
 import { runHeartbeat } from "./scheduler.js";
@@ -20,8 +21,18 @@ export type Command =
   | { verb: "startRun"; agentId: string }
   | { verb: "heartbeatRun"; agentId: string; runId: string }
   | { verb: "finishRun"; agentId: string; runId: string; status: RunStatus }
-  // passOver: the rows a concurrent statement holds, which a claim without an issue id passes by (SKIP LOCKED)
-  | { verb: "claimIssue"; agentId: string; runId: string; issueId?: string; expectedStatuses?: IssueStatus[]; includeUnassigned?: boolean; passOver?: string[] }
+  // passOver: the rows a concurrent statement holds, which a claim without an issue id passes by (SKIP LOCKED);
+  // startExecution (issue 31): acquireExecution right after a claim that succeeded (fused.ts)
+  | {
+      verb: "claimIssue";
+      agentId: string;
+      runId: string;
+      issueId?: string;
+      expectedStatuses?: IssueStatus[];
+      includeUnassigned?: boolean;
+      startExecution?: boolean;
+      passOver?: string[];
+    }
   | { verb: "claimIssues"; agentId: string; runId: string; limit: number; includeUnassigned?: boolean; acquireExecution?: boolean; passOver?: string[] }
   | { verb: "acquireExecution"; agentId: string; runId: string; issueId: string }
   | {
@@ -33,6 +44,8 @@ export type Command =
       reason?: string;
       retryAfterSeconds?: number;
       result?: Json;
+      /** issue 31: once released, claimIssue without an issue id for the same run (fused.ts). */
+      next?: ClaimNext;
     }
   | {
       verb: "releaseIssues";

@@ -11,7 +11,9 @@ import type { CreateInput } from "./state.js";
 import type { StateInvariant, TransitionInvariant } from "./invariants.js";
 import { REACHABLE_STATE_CHECKS, TRANSITION_INVARIANTS, checkInitial } from "./invariants.js";
 import { ISSUE_STATUSES } from "../domain/types.js";
+import { FUSED_IS_A_SEQUENCE, asSequence, isFused, notItsSequence } from "./fused.js";
 import { issueWithKey } from "./graph.js";
+import type { ClaimNext } from "./release.js";
 import { isLive } from "./rules.js";
 import type { IssueStatus, ReleaseOutcome, Run, RunStatus, State, Step } from "./state.js";
 
@@ -98,6 +100,13 @@ export interface Alphabet {
   graph?: GraphAlphabet;
   /** Delays, backoff and results (issue 29): none when left out. */
   time?: TimeAlphabet;
+  /** The fused calls (issue 31): claimIssue with startExecution, releaseIssue with next. None when left out. */
+  fused?: FusedAlphabet;
+}
+
+export interface FusedAlphabet {
+  /** The `next` inputs tried with every release outcome. Default: the defaults ({}), the pool too, and the pool without the execution lock. */
+  nexts?: readonly ClaimNext[];
 }
 
 /** An issue to create, for an exploration: a CreateInput whose blockers and notBefore are drawn from the state. */
@@ -180,7 +189,10 @@ export function boardUpdates(agents: readonly string[], maxAttempts: readonly nu
  *  - startRun for each agent, forceReleaseIssue and every update of the
  *    alphabet on each issue, runHeartbeat, tick and sweep;
  *  - disableAgent and enableAgent for each agent (alphabet.agentSwitches),
- *    and with probes a blank reason and an unknown agent.
+ *    and with probes a blank reason and an unknown agent;
+ *  - the fused calls (alphabet.fused): fusedCommandsFor for each run that
+ *    matters, one of each for the first run that does not, and with probes
+ *    another agent's run.
  */
 export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
   const known = s.issues.map((i) => i.id);
@@ -219,6 +231,7 @@ export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
     }
     for (const outcome of outcomes) out.push({ verb: "releaseIssues", ...a, issueIds: ids, outcome });
     if (alphabet.time) timeCommandsFor(alphabet.time, a, known, out);
+    if (alphabet.fused) fusedCommandsFor(s, alphabet.fused, a, ids, expected, outcomes, out);
     if (alphabet.graph) graphCommandsFor(s, alphabet.graph, a, out);
     for (const limit of limits) {
       for (const includeUnassigned of [false, true]) {
@@ -232,6 +245,13 @@ export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
     out.push({ verb: "claimIssue", ...a, issueId: known[0]!, expectedStatuses: [...ISSUE_STATUSES] }, { verb: "acquireExecution", ...a, issueId: known[0]! });
     out.push({ verb: "releaseIssue", ...a, issueId: known[0]!, outcome: "REQUEUE" }, { verb: "releaseIssues", ...a, issueIds: known, outcome: "FAILED" });
     out.push({ verb: "claimIssues", ...a, limit: 2, includeUnassigned: true, acquireExecution: true });
+    if (alphabet.fused) {
+      out.push(
+        { verb: "claimIssue", ...a, includeUnassigned: true, startExecution: true },
+        { verb: "claimIssue", ...a, issueId: known[0]!, startExecution: true },
+      );
+      out.push({ verb: "releaseIssue", ...a, issueId: known[0]!, outcome: "REQUEUE", next: {} });
+    }
   }
   if (alphabet.probes ?? true) {
     const first = s.runs[0];
@@ -241,6 +261,8 @@ export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
       const a = { agentId: other, runId: first.id };
       out.push({ verb: "claimIssue", ...a }, { verb: "heartbeatRun", ...a }, { verb: "finishRun", ...a, status: "SUCCEEDED" });
       out.push({ verb: "acquireExecution", ...a, issueId: issues[0]! }, { verb: "releaseIssue", ...a, issueId: issues[0]!, outcome: "REQUEUE" });
+      if (alphabet.fused)
+        out.push({ verb: "claimIssue", ...a, startExecution: true }, { verb: "releaseIssue", ...a, issueId: issues[0]!, outcome: "DONE", next: {} });
     }
     const missing = { agentId, runId: "r-unknown" };
     out.push({ verb: "claimIssue", ...missing }, { verb: "heartbeatRun", ...missing }, { verb: "finishRun", ...missing, status: "SUCCEEDED" });
@@ -275,6 +297,43 @@ export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
   }
   out.push({ verb: "runHeartbeat" }, { verb: "tick" }, { verb: "sweep" });
   return out;
+}
+
+/** The defaults of ClaimNextInput, the pool too, and the pool without the execution lock. */
+export const NEXT_CHOICES: readonly ClaimNext[] = [{}, { includeUnassigned: true }, { includeUnassigned: true, startExecution: false }];
+
+/**
+ * A run's fused calls (FusedAlphabet): claim-next with startExecution, with
+ * and without the pool; the claim by id with startExecution of every issue
+ * with one expectedStatuses list of each kind, as the plain claim is tried;
+ * and every release outcome of every issue with each `next`.
+ */
+function fusedCommandsFor(
+  s: State,
+  fused: FusedAlphabet,
+  a: { agentId: string; runId: string },
+  ids: readonly string[],
+  expected: readonly (readonly IssueStatus[] | undefined)[],
+  outcomes: readonly ReleaseOutcome[],
+  out: Command[],
+): void {
+  for (const includeUnassigned of [false, true]) out.push({ verb: "claimIssue", ...a, includeUnassigned, startExecution: true });
+  for (const issueId of ids) {
+    const status = s.issues.find((i) => i.id === issueId)?.status;
+    const tried = new Set<boolean>();
+    for (const e of expected) {
+      const listed = (e ?? ["OPEN"]).includes(status ?? "OPEN");
+      if (status !== undefined && tried.has(listed)) continue;
+      tried.add(listed);
+      out.push(
+        e === undefined
+          ? { verb: "claimIssue", ...a, issueId, startExecution: true }
+          : { verb: "claimIssue", ...a, issueId, expectedStatuses: [...e], startExecution: true },
+      );
+    }
+    for (const outcome of outcomes)
+      for (const next of fused.nexts ?? NEXT_CHOICES) out.push({ verb: "releaseIssue", ...a, issueId, outcome, next: { ...next } });
+  }
 }
 
 /** A run's releases with retryAfterSeconds, and with a result (TimeAlphabet). */
@@ -432,12 +491,22 @@ export function explore(options: ExploreOptions): ExploreResult {
           continue;
         }
         transitions++;
-        const refusal = step.state === state && step.events.length === 0;
-        for (const inv of transitionChecks) {
-          if (refusal && !inv.onRefusals) continue;
-          const message = inv.check(state, command, step);
-          if (message) violations.push({ invariant: inv.name, doc: inv.doc, message, trace: trace(key, command) });
+        // a fused call is checked as its verbs, each a transition of its own, and as their sequence
+        const sequence = isFused(command) ? asSequence(state, command, run) : null;
+        const parts = sequence ? sequence.parts : [{ before: state, command, step }];
+        for (const part of parts) {
+          const refusal = part.step.state === part.before && part.step.events.length === 0;
+          for (const inv of transitionChecks) {
+            if (refusal && !inv.onRefusals) continue;
+            const message = inv.check(part.before, part.command, part.step);
+            if (message) {
+              const where = part.command === command ? "" : ` (its step ${describe(part.command)})`;
+              violations.push({ invariant: inv.name, doc: inv.doc, message: message + where, trace: trace(key, command) });
+            }
+          }
         }
+        const unlike = sequence && notItsSequence(step, sequence.step);
+        if (unlike) violations.push({ invariant: FUSED_IS_A_SEQUENCE.name, doc: FUSED_IS_A_SEQUENCE.doc, message: unlike, trace: trace(key, command) });
         options.observe?.(state, command, step);
         if (step.state === state) continue;
         const k = canonicalKey(step.state, horizon);

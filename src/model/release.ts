@@ -1,9 +1,20 @@
 // releaseIssue and releaseIssues (RELEASE_IF_CHECKOUT_HELD): the holder gives
 // issues back, both locks cleared with the status. docs/lifecycle.md, "Every
 // transition", decision 7, and (issue 29) "Delays and backoff", "Not now is
-// not a failure", "Input and output".
-import type { IssueNotFound, IssuesReleased, InvalidTransition, NotLockOwner, ReleaseIssueResult, ReleaseIssuesResult } from "./answers.js";
+// not a failure", "Input and output". releaseIssue with `next` (issue 31) is
+// the release, then claimIssue without an issue id.
+import type {
+  ClaimIssueResult,
+  IssueNotFound,
+  IssueReleased,
+  IssuesReleased,
+  InvalidTransition,
+  NotLockOwner,
+  ReleaseIssueResult,
+  ReleaseIssuesResult,
+} from "./answers.js";
 import { badInput, issueNotFound } from "./answers.js";
+import { claimIssue } from "./claims.js";
 import { refuseRun } from "./runs.js";
 import { backoffDelay, clearLocks, delayBy, eventFor, inStatementOrder, maxDelay, releaseReason, reopenOrEscalate } from "./rules.js";
 import type { ErrorAnswer } from "./answers.js";
@@ -61,8 +72,42 @@ function releaseOne(state: State, args: ReleaseArgs & { issueId: string }): Verd
   return { released, event: eventFor(released, "RELEASED", args.runId, args.agentId, releaseReason(args.outcome, args.reason)) };
 }
 
-/** releaseIssue(runId, issueId, outcome, reason, retryAfterSeconds, result): the input's checks, the run's (refuseRun), IssueNotFound, then releaseOne. */
-export function releaseIssue(state: State, args: ReleaseArgs & { issueId: string }): Step<ReleaseIssueResult> {
+/** releaseIssue's `next` (ClaimNextInput): claim the caller's next issue right after the release. */
+export interface ClaimNext {
+  /** Default false. */
+  includeUnassigned?: boolean;
+  /** Default true: the next issue IN_PROGRESS, its attempt counted. */
+  startExecution?: boolean;
+}
+
+/**
+ * releaseIssue(runId, issueId, outcome, reason, retryAfterSeconds, result,
+ * next): the input's checks, the run's (refuseRun), IssueNotFound, then
+ * releaseOne. With `next` (issue 31), a release that answered IssueReleased
+ * is followed by claimIssue without an issue id for the same run
+ * (includeUnassigned and startExecution as `next` says), exactly the two
+ * calls one after the other: the claim sees the release, a refused release
+ * claims nothing, and `next` is the claim's IssueClaimed or null.
+ */
+export function releaseIssue(state: State, args: ReleaseArgs & { issueId: string; next?: ClaimNext | null }): Step<ReleaseIssueResult> {
+  const released = releaseAlone(state, args);
+  if (!args.next || released.answer.__typename !== "IssueReleased") return released;
+  const claimed = claimIssue(released.state, {
+    agentId: args.agentId,
+    runId: args.runId,
+    includeUnassigned: args.next.includeUnassigned ?? false,
+    startExecution: args.next.startExecution ?? true,
+  });
+  return { answer: releasedWithNext(released.answer, claimed.answer), state: claimed.state, events: [...released.events, ...claimed.events] };
+}
+
+/** releaseIssue(next)'s answer: the release's, with `next` the claim's IssueClaimed, or null for any other answer (nothing claimable, the run ended in between). */
+export const releasedWithNext = (released: IssueReleased, claimed: ClaimIssueResult): IssueReleased => ({
+  ...released,
+  next: claimed.__typename === "IssueClaimed" ? claimed : null,
+});
+
+function releaseAlone(state: State, args: ReleaseArgs & { issueId: string }): Step<ReleaseIssueResult> {
   const refusedInput = refuseInput(state, args);
   if (refusedInput) return { answer: refusedInput, state, events: [] };
   const refused = refuseRun(state, args.agentId, args.runId);

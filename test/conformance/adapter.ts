@@ -185,6 +185,7 @@ export class Sequence {
             issueId: c.issueId === undefined ? undefined : names.real(c.issueId),
             expectedStatuses: c.expectedStatuses,
             includeUnassigned: c.includeUnassigned,
+            startExecution: c.startExecution,
           });
         case "claimIssues":
           return await claimIssues(deps, actor(c.agentId), {
@@ -203,6 +204,7 @@ export class Sequence {
             reason: c.reason,
             retryAfterSeconds: seconds(c.retryAfterSeconds),
             result: c.result,
+            next: c.next,
           });
         case "releaseIssues":
           return await releaseIssues(deps, actor(c.agentId), {

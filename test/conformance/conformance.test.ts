@@ -1,5 +1,5 @@
 // Conformance of the real lock verbs to the executable model (issue 17, parts
-// 3 and 4; the work graph, issue 29): test/conformance/conformance.ts. CI runs a fixed seed of 1,000
+// 3 and 4; the work graph, issue 29; the fused calls, issue 31): test/conformance/conformance.ts. CI runs a fixed seed of 1,000
 // generated sequences; `npm run conformance -- --runs N [--seed S]` runs longer.
 import { expect, it } from "vitest";
 import { useRealWorld } from "../helpers/realWorld.js";
@@ -117,6 +117,37 @@ it("the work graph's races (issue 29): the CI run came upon each, and opposite e
     expect(edges.state.issues.flatMap((i) => i.blockedBy.map((b) => `${i.id}<${b}`))).toHaveLength(3);
     const keys = await replay(real.world, oneKeyTwice);
     expect(keys.state.issues.filter((i) => i.idempotencyKey === "job-1")).toHaveLength(1);
+  }
+}, 60_000);
+
+// Issue 31: A's release with next (REQUEUE) beside B's claim-next with startExecution, both in the pool, gated: whichever
+// order (B may take the requeued issue between A's release and A's claim), each run ends with one issue, IN_PROGRESS.
+const releaseNextBesideClaim: Scenario = {
+  initial: { agents: ["A", "B"], issues: [{ id: "i1" }, { id: "i2" }], leaseLength: 2 },
+  steps: [
+    { one: { verb: "startRun", agentId: "A" } },
+    { one: { verb: "claimIssue", agentId: "A", runId: "r1", issueId: "i1", startExecution: true } },
+    { one: { verb: "startRun", agentId: "B" } },
+    {
+      pair: [
+        { verb: "releaseIssue", agentId: "A", runId: "r1", issueId: "i1", outcome: "REQUEUE", next: { includeUnassigned: true } },
+        { verb: "claimIssue", agentId: "B", runId: "r2", includeUnassigned: true, startExecution: true },
+      ],
+      gate: true,
+    },
+  ],
+};
+
+it("the fused calls (issue 31): the CI run came upon them alone, racing, and split by the other command between their statements; a release with next beside a claim, written out, agrees with the model", async () => {
+  expect(reached, "the CI run").not.toBeNull();
+  for (const k of ["fusedAlone", "fusedRacing", "fusedRacingGated", "fusedSplit"] as const) expect(reached![k], k).toBeGreaterThan(0);
+  const shapes = fc.sample(racePairArb, { numRuns: 200, seed: 1 }).map((items) => JSON.stringify(items.at(-1)));
+  expect(shapes.some((s) => s.includes('"next"') && s.includes('"claimNext"'))).toBe(true);
+  expect(shapes.some((s) => s.includes('"startExecution":true') && s.includes('"forceReleaseIssue"'))).toBe(true);
+  for (let round = 0; round < 5; round++) {
+    const box = await replay(real.world, releaseNextBesideClaim);
+    const held = box.state.issues.map((i) => `${i.checkoutRunId}:${i.status}`).sort();
+    expect(held).toEqual(["r1:IN_PROGRESS", "r2:IN_PROGRESS"]);
   }
 }, 60_000);
 

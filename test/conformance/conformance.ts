@@ -11,10 +11,18 @@
 // A failure is shrunk by fast-check to a minimal sequence, printed as a
 // replayable test (`replay` below). The work graph (issue 29: creation,
 // sub-issues, edges, delays on the clock, backoff, results) joins through
-// workGraph.ts.
+// workGraph.ts. The fused calls (issue 31: claimIssue with startExecution,
+// releaseIssue with next) are generated among the claims and releases and in
+// races of their own (fusedRaceArb); where the API runs one as two statements,
+// a pair's serial orders are those of its two verbs with the other command.
 import fc from "fast-check";
 import {
   apply,
+  firstOf,
+  fusedAnswer,
+  isFused,
+  isSplit,
+  thenOf,
   executionOverdue,
   isWaiting,
   issueWithKey,
@@ -31,7 +39,7 @@ import {
   stopAgent,
   takeBackLocks,
 } from "../../src/model/index.js";
-import type { Command, Event, InitialStateInput, IssueInput, IssueStatus, State, UpdateIssueInput } from "../../src/model/index.js";
+import type { Answer, ClaimNext, Command, Event, Fused, InitialStateInput, IssueInput, IssueStatus, State, UpdateIssueInput } from "../../src/model/index.js";
 import { bindNewRuns, normAnswer, normModelState, UNKNOWN_ISSUE, UNKNOWN_RUN } from "./adapter.js";
 import type { Names, NormAnswer, NormState, RealAnswer, RealWorld, Sequence } from "./adapter.js";
 import { MODEL_SIDE, realSide } from "./norm.js";
@@ -45,9 +53,10 @@ export type RunRef = { back: number } | "foreign" | "unknown";
 /** An abstract command: agent verbs name an agent, a RunRef and issue indexes (mod the company's issue count, or -1: unknown). */
 export type Abstract =
   | { verb: "startRun"; agent: string }
-  | { verb: "heartbeatRun" | "claimNext"; agent: string; run: RunRef; includeUnassigned?: boolean }
+  | { verb: "heartbeatRun"; agent: string; run: RunRef }
+  | { verb: "claimNext"; agent: string; run: RunRef; includeUnassigned?: boolean; startExecution?: boolean }
   | { verb: "finishRun"; agent: string; run: RunRef; status: "SUCCEEDED" | "FAILED" | "CANCELLED" | "TIMED_OUT" | "RUNNING" }
-  | { verb: "claimById"; agent: string; run: RunRef; issue: number; expected?: readonly IssueStatus[] }
+  | { verb: "claimById"; agent: string; run: RunRef; issue: number; expected?: readonly IssueStatus[]; startExecution?: boolean }
   | { verb: "claimIssues"; agent: string; run: RunRef; limit: number; includeUnassigned: boolean; acquireExecution: boolean }
   | { verb: "acquireExecution"; agent: string; run: RunRef; issue: number }
   | {
@@ -59,6 +68,8 @@ export type Abstract =
       reason?: string;
       retryAfter?: number;
       result?: unknown;
+      /** issue 31: releaseIssue(next): the release, then the run's next claim. */
+      next?: ClaimNext;
     }
   | { verb: "releaseIssues"; agent: string; run: RunRef; issues: number[]; outcome: "DONE" | "BLOCKED" | "FAILED" | "REQUEUE" }
   | { verb: "forceReleaseIssue"; issue: number }
@@ -104,13 +115,15 @@ export function resolve(s: State, a: Abstract): Command {
       return { verb: "startRun", agentId: a.agent };
     case "heartbeatRun":
       return { verb: "heartbeatRun", agentId: a.agent, runId: resolveRun(s, a.agent, a.run) };
-    case "claimNext":
-      return { verb: "claimIssue", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), includeUnassigned: a.includeUnassigned ?? false };
+    case "claimNext": {
+      const c: Command = { verb: "claimIssue", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), includeUnassigned: a.includeUnassigned ?? false };
+      return a.startExecution ? { ...c, startExecution: true } : c;
+    }
     case "finishRun":
       return { verb: "finishRun", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), status: a.status };
     case "claimById": {
       const c: Command = { verb: "claimIssue", agentId: a.agent, runId: resolveRun(s, a.agent, a.run), issueId: resolveIssue(s, a.issue) };
-      return a.expected === undefined ? c : { ...c, expectedStatuses: [...a.expected] };
+      return { ...c, ...(a.expected === undefined ? {} : { expectedStatuses: [...a.expected] }), ...(a.startExecution ? { startExecution: true } : {}) };
     }
     case "claimIssues":
       return {
@@ -136,6 +149,7 @@ export function resolve(s: State, a: Abstract): Command {
         ...(a.reason === undefined ? {} : { reason: a.reason }),
         ...(a.retryAfter === undefined ? {} : { retryAfterSeconds: a.retryAfter }),
         ...(a.result === undefined ? {} : { result: a.result }),
+        ...(a.next === undefined ? {} : { next: { ...a.next } }),
       };
     }
     case "releaseIssues":
@@ -194,6 +208,22 @@ export const UPDATES: readonly UpdateIssueInput[] = boardUpdates([...AGENTS], [1
 /** disableAgent's target (now and then one the company does not have) and reason (trimmed; a blank one is BAD_USER_INPUT). */
 const switchedAgentArb = fc.oneof({ weight: 8, arbitrary: agentArb }, { weight: 1, arbitrary: fc.constant(UNKNOWN_AGENT) });
 const disableReasonArb = fc.constantFrom("operator", "operator", "  leaked key  ", "   ");
+/** The fused calls (issue 31), a quarter of the claims and of the releases: claimIssue(startExecution), releaseIssue(next) with each ClaimNextInput. */
+const startArb = fc.constantFrom(false, false, false, true);
+const nextArb = fc.constantFrom<ClaimNext | undefined>(
+  undefined,
+  undefined,
+  undefined,
+  undefined,
+  undefined,
+  undefined,
+  undefined,
+  undefined,
+  undefined,
+  {},
+  { includeUnassigned: true },
+  { includeUnassigned: true, startExecution: false },
+);
 
 /**
  * Every agent and board verb (disableAgent and enableAgent rarely), and time: the alphabet of one step. Each half of
@@ -214,14 +244,24 @@ export function abstractArb(alone: boolean): fc.Arbitrary<Abstract> {
         .record({ agent: agentArb, run: runArb, status: fc.constantFrom("SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT", "SUCCEEDED", "RUNNING") })
         .map((r): Abstract => ({ verb: "finishRun", ...r }) as Abstract),
     },
-    { weight: 4, arbitrary: fc.record({ agent: agentArb, run: runArb, includeUnassigned: fc.boolean() }).map((r): Abstract => ({ verb: "claimNext", ...r })) },
     {
       weight: 4,
       arbitrary: fc
-        .record({ agent: agentArb, run: runArb, issue: issueArb, expected: fc.constantFrom(...EXPECTED_CHOICES) })
-        .map(
-          (r): Abstract => ({ verb: "claimById", agent: r.agent, run: r.run, issue: r.issue, ...(r.expected === undefined ? {} : { expected: r.expected }) }),
-        ),
+        .record({ agent: agentArb, run: runArb, includeUnassigned: fc.boolean(), startExecution: startArb })
+        .map(({ startExecution, ...r }): Abstract => ({ verb: "claimNext", ...r, ...(startExecution ? { startExecution } : {}) })),
+    },
+    {
+      weight: 4,
+      arbitrary: fc.record({ agent: agentArb, run: runArb, issue: issueArb, expected: fc.constantFrom(...EXPECTED_CHOICES), startExecution: startArb }).map(
+        (r): Abstract => ({
+          verb: "claimById",
+          agent: r.agent,
+          run: r.run,
+          issue: r.issue,
+          ...(r.expected === undefined ? {} : { expected: r.expected }),
+          ...(r.startExecution ? { startExecution: true } : {}),
+        }),
+      ),
     },
     {
       weight: 3,
@@ -241,6 +281,7 @@ export function abstractArb(alone: boolean): fc.Arbitrary<Abstract> {
           reason: fc.constantFrom(undefined, "tests red"),
           retryAfter: retryAfterArb,
           result: resultArb,
+          next: nextArb,
         })
         .map(
           (r): Abstract => ({
@@ -253,6 +294,7 @@ export function abstractArb(alone: boolean): fc.Arbitrary<Abstract> {
             // retryAfterSeconds mostly where it belongs (REQUEUE, FAILED), now and then with DONE or BLOCKED (BAD_USER_INPUT)
             ...(r.retryAfter !== undefined && (r.outcome === "REQUEUE" || r.outcome === "FAILED" || r.retryAfter === 2) ? { retryAfter: r.retryAfter } : {}),
             ...(r.result !== undefined ? { result: r.result } : {}),
+            ...(r.next !== undefined ? { next: r.next } : {}),
           }),
         ),
     },
@@ -399,6 +441,14 @@ export interface Reached {
   backoff: number;
   /** REQUEUE with retryAfterSeconds from IN_PROGRESS (the attempt given back). */
   attemptGivenBack: number;
+  /** Issue 31. A fused call alone that ran both its verbs: a claim that started the execution, a release whose next claim got an issue. */
+  fusedAlone: number;
+  /** A pair with a fused call by a live run. */
+  fusedRacing: number;
+  /** The same, with the gate. */
+  fusedRacingGated: number;
+  /** A pair that only an order with the other command between a fused call's two statements explains. */
+  fusedSplit: number;
 }
 export const noneReached = (): Reached => ({
   adoptWhileTimedOut: 0,
@@ -417,6 +467,10 @@ export const noneReached = (): Reached => ({
   executionOverdue: 0,
   backoff: 0,
   attemptGivenBack: 0,
+  fusedAlone: 0,
+  fusedRacing: 0,
+  fusedRacingGated: 0,
+  fusedSplit: 0,
 });
 
 export class Mismatch extends Error {
@@ -582,7 +636,10 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
   const cmds = [a, b];
   const reals: RealAnswer[] = [ra, rb];
   const shown = (order: Part[]) => order.map((p) => `${p.k === 0 ? "first" : "second"}${p.kind === "whole" ? "" : ` (${p.kind})`}`).join(", ");
-  const candidates = interleavings(parts(a, 0), parts(b, 1)).flatMap((order) => subsets(passable(a, b, m.state)).map((skip) => ({ order, skip })));
+  // the orders that keep each fused call's two statements together come first: one that comes between them
+  // is taken only when none of those explains the pair (Reached.fusedSplit)
+  const orders = interleavings(parts(a, 0), parts(b, 1)).sort((x, y) => Number(splitsFused(x)) - Number(splitsFused(y)));
+  const candidates = orders.flatMap((order) => subsets(passable(a, b, m.state)).map((skip) => ({ order, skip })));
   for (const { order, skip } of candidates) {
     const names: Names = seq.names.clone();
     let s = m.state;
@@ -590,6 +647,8 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
     const answers: NormAnswer[] = [];
     const models: NormAnswer[] = [];
     const cycles: (string | null)[] = [null, null];
+    /** A split fused call's first verb's answer, for its second (thenOf). */
+    const firsts: (Answer | null)[] = [null, null];
     const counts = [
       { __typename: "SweepCounts" as const, timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0 },
       { __typename: "SweepCounts" as const, timedOutRuns: 0, recoveredIssues: 0, escalatedIssues: 0 },
@@ -599,6 +658,27 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
         const expired = s.runs.filter((r) => isExpired(r, s.clock));
         counts[k]!.timedOutRuns += expired.length;
         s = { ...s, runs: s.runs.map((r) => (isExpired(r, s.clock) ? { ...r, status: "TIMED_OUT" as const, finishedAt: s.clock } : r)) };
+        continue;
+      }
+      if (kind === "fused-first" || kind === "fused-then") {
+        // the API's two statements: the checkout or the release, then acquireExecution or the claim of the next issue
+        const c = cmds[k] as Fused;
+        if (kind === "fused-first") {
+          const step = apply(s, firstOf(c));
+          firsts[k] = step.answer;
+          s = step.state;
+          events.push(...step.events);
+          continue;
+        }
+        const then = thenOf(c, firsts[k]!);
+        let answer = firsts[k]!;
+        if (then) {
+          const step = applyAllowingSkips(s, then, cmds[1 - k]!, thenReal(c, reals[k]!), names);
+          s = step.state;
+          events.push(...step.events);
+          answer = fusedAnswer(c, firsts[k]!, step.answer);
+        }
+        models[k] = normAnswer(answer, MODEL_SIDE);
         continue;
       }
       if (kind === "take-back") {
@@ -638,6 +718,7 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
       cycles[1] ??
       stateDiff(normModelState(s, events), realState, false);
     if (!diff) {
+      if (splitsFused(order)) m.reached.fusedSplit++;
       m.state = takeTurns(s, realState);
       m.events = events;
       seq.names = names;
@@ -654,24 +735,33 @@ export async function runPair(m: ModelBox, seq: Sequence, a: Command, b: Command
  * expired runs, then recovers the locks of dead runs and escalates (sweep.ts),
  * and another statement may come between. (Recovery and escalation are taken
  * as one part: the model's sweep does both.) So is disableAgent: it stops the
- * agent and its runs, then takes their locks back (disableAgent.ts).
+ * agent and its runs, then takes their locks back (disableAgent.ts). And so
+ * are the fused calls the API runs as two statements (issue 31, isSplit): a
+ * claim by id with startExecution is the checkout, then acquireExecution; a
+ * release with next is the release, then the claim of the next issue
+ * (claim-next with startExecution is one statement: whole).
  */
 interface Part {
   k: 0 | 1;
-  kind: "whole" | "time-outs" | "recovery" | "stop-agent" | "take-back";
+  kind: "whole" | "time-outs" | "recovery" | "stop-agent" | "take-back" | "fused-first" | "fused-then";
 }
 const parts = (c: Command, k: 0 | 1): Part[] =>
-  c.verb === "sweep"
+  isSplit(c)
     ? [
-        { k, kind: "time-outs" },
-        { k, kind: "recovery" },
+        { k, kind: "fused-first" },
+        { k, kind: "fused-then" },
       ]
-    : c.verb === "disableAgent"
+    : c.verb === "sweep"
       ? [
-          { k, kind: "stop-agent" },
-          { k, kind: "take-back" },
+          { k, kind: "time-outs" },
+          { k, kind: "recovery" },
         ]
-      : [{ k, kind: "whole" }];
+      : c.verb === "disableAgent"
+        ? [
+            { k, kind: "stop-agent" },
+            { k, kind: "take-back" },
+          ]
+        : [{ k, kind: "whole" }];
 
 /**
  * The issues a sweep beside `other` may pass over: its recovery and escalation
@@ -708,6 +798,18 @@ function recoveryPassingOver(s: State, skip: string[]) {
   const step = apply(hidden, { verb: "sweep" });
   return { ...step, state: { ...step.state, issues: step.state.issues.map((i) => (skip.includes(i.id) ? s.issues.find((o) => o.id === i.id)! : i)) } };
 }
+
+/** Whether an order puts the other command between a fused call's two statements. */
+const splitsFused = (order: Part[]) => order.some((p, n) => p.kind === "fused-first" && order[n + 1]!.k !== p.k);
+
+/**
+ * What the database answered for a split fused call's second statement, as
+ * far as it shows: a release's `next` (null: nothing claimed) for the claim's
+ * passing over held rows (applyAllowingSkips); acquireExecution's is not
+ * shown apart, and is not needed (it names its issue).
+ */
+const thenReal = (c: Fused, real: RealAnswer): RealAnswer =>
+  c.verb === "releaseIssue" && real.__typename === "IssueReleased" && real.next ? real.next : { __typename: "NoIssueAvailable" };
 
 /** Every merge of two commands' parts that keeps each command's own order. */
 function interleavings(x: Part[], y: Part[]): Part[][] {
@@ -763,7 +865,8 @@ function applyAllowingSkips(s: State, c: Command, other: Command, real: RealAnsw
   const upTo = short ? candidates.length - 1 : last;
   const skipped = candidates.slice(0, upTo + 1).filter((id) => !got.has(id));
   if (skipped.length === 0) return step;
-  const mayHold = new Set(claimsNext(other) ? candidates : namedIssues(other));
+  // the other command may hold any candidate when it claims next too (a release with next does, after its release)
+  const mayHold = new Set([...(claimsNext(other) || (other.verb === "releaseIssue" && other.next) ? candidates : []), ...namedIssues(other)]);
   // A limited key's room goes to its first candidates: when one of them is held by a claim, the claim does
   // not take a later one of the key in its place (the key is full once the other commits).
   const heldKeys = new Set(
@@ -800,10 +903,27 @@ function noteReached(m: ModelBox, step: Concrete): void {
       if (run && run.agentId === c.agentId && run.status !== "RUNNING" && run.finishedAt !== null && work) m.reached.batchByFinishedRun++;
     }
     noteGraphReached(m, c);
+    if (isFused(c)) {
+      const answer = apply(s, c).answer;
+      if (
+        (answer.__typename === "IssueClaimed" && answer.issue.status === "IN_PROGRESS" && !answer.alreadyHeld) ||
+        (answer.__typename === "IssueReleased" && answer.next)
+      ) {
+        m.reached.fusedAlone++;
+      }
+    }
     return;
   }
   const [a, b] = step.pair;
   noteGraphRace(m, a, b);
+  const byLiveRun = (c: Fused) => {
+    const run = s.runs.find((r) => r.id === c.runId);
+    return run !== undefined && run.agentId === c.agentId && isLive(run, s.clock);
+  };
+  if ([a, b].some((c) => isFused(c) && byLiveRun(c))) {
+    m.reached.fusedRacing++;
+    if (step.gate) m.reached.fusedRacingGated++;
+  }
   for (const [x, y] of [
     [a, b],
     [b, a],
@@ -970,6 +1090,7 @@ export const racePairArb: fc.Arbitrary<Item[]> = fc.oneof(
   { weight: 2, arbitrary: batchRaceArb() },
   { weight: 1, arbitrary: disableRaceArb() },
   { weight: 3, arbitrary: graphRaceArb({ agentArb, runArb, issueArb }) },
+  { weight: 2, arbitrary: fusedRaceArb() },
 );
 
 function adoptRaceArb(): fc.Arbitrary<Item[]> {
@@ -1065,6 +1186,84 @@ function disableRaceArb(): fc.Arbitrary<Item[]> {
         { pair: swap ? [beside, disable] : [disable, beside], gate },
         ...(reenable ? [{ verb: "enableAgent", agent } as const] : []),
       ];
+    });
+}
+
+/**
+ * The fused calls (issue 31) beside what may come between their two
+ * statements: the agent claims an issue with startExecution, the other agent
+ * starts a run (and perhaps claims one too); then the agent's release with
+ * next races the other's claim-next or release with next (either may take the
+ * released issue between the release and its own claim), the finishRun or
+ * disableAgent of the agent (the claim then finds the run ended), or a sweep;
+ * or the other agent's claim by id with startExecution races a force release
+ * or cancellation of that issue or the finishRun of its own run (the hold
+ * lost between the checkout and acquireExecution), or the agent's own claim
+ * of the same issue with startExecution.
+ *
+ * The release beside its own run's finishRun or disableAgent is always gated:
+ * RELEASE_IF_CHECKOUT_HELD reads the run without FOR SHARE, so ungated it may
+ * judge the run live from its snapshot and then find the issue already
+ * released by the finish (or the take-back) it waited for, answering
+ * NotLockOwner where every serial order answers RunNotActive (a plain release
+ * does it too: reported with issue 31). Gated, the release is done before the
+ * gate opens, and its claim (FOR SHARE) races the finish or the disable.
+ */
+function fusedRaceArb(): fc.Arbitrary<Item[]> {
+  return fc
+    .record({
+      agent: agentArb,
+      issue: issueArb,
+      otherIssue: issueArb,
+      which: fc.constantFrom("claimNext", "releaseNext", "finish", "disable", "sweep", "force", "cancel", "finishClaim", "sameIssue"),
+      outcome: fc.constantFrom<"DONE" | "REQUEUE" | "FAILED">("DONE", "REQUEUE", "REQUEUE", "FAILED"),
+      start: fc.boolean(),
+      otherStarts: fc.boolean(),
+      gate: fc.boolean(),
+      swap: fc.boolean(),
+    })
+    .map(({ agent, issue, otherIssue, which, outcome, start, otherStarts, gate, swap }): Item[] => {
+      const other = agent === "A" ? "B" : "A";
+      const next: ClaimNext = start ? { includeUnassigned: true } : { includeUnassigned: true, startExecution: false };
+      const release: Abstract = { verb: "releaseIssue", agent, run: { back: 0 }, issue, outcome, next };
+      const claimStart: Abstract = { verb: "claimById", agent: other, run: { back: 0 }, issue: otherIssue, startExecution: true };
+      const setup: Item[] = [
+        { verb: "startRun", agent },
+        { verb: "claimById", agent, run: { back: 0 }, issue, startExecution: true },
+        { verb: "startRun", agent: other },
+      ];
+      let pair: [Abstract, Abstract];
+      switch (which) {
+        case "claimNext":
+          pair = [release, { verb: "claimNext", agent: other, run: { back: 0 }, includeUnassigned: true, ...(otherStarts ? { startExecution: true } : {}) }];
+          break;
+        case "releaseNext":
+          setup.push({ verb: "claimById", agent: other, run: { back: 0 }, issue: otherIssue, startExecution: true });
+          pair = [release, { verb: "releaseIssue", agent: other, run: { back: 0 }, issue: otherIssue, outcome: "REQUEUE", next: { includeUnassigned: true } }];
+          break;
+        case "finish":
+          pair = [release, { verb: "finishRun", agent, run: { back: 0 }, status: "SUCCEEDED" }];
+          break;
+        case "disable":
+          pair = [release, { verb: "disableAgent", agent, reason: "operator" }];
+          break;
+        case "sweep":
+          pair = [release, { verb: "sweep" }];
+          break;
+        case "force":
+          pair = [claimStart, { verb: "forceReleaseIssue", issue: otherIssue }];
+          break;
+        case "cancel":
+          pair = [claimStart, { verb: "updateIssue", issue: otherIssue, input: { status: "CANCELLED" } }];
+          break;
+        case "finishClaim":
+          pair = [claimStart, { verb: "finishRun", agent: other, run: { back: 0 }, status: "SUCCEEDED" }];
+          break;
+        default:
+          pair = [claimStart, { verb: "claimById", agent, run: { back: 0 }, issue: otherIssue, startExecution: true }];
+      }
+      const gated = gate || which === "finish" || which === "disable";
+      return [...setup, { pair: swap ? [pair[1], pair[0]] : pair, gate: gated }];
     });
 }
 

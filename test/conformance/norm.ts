@@ -287,6 +287,12 @@ export function normAnswer(a: AnswerFields, side: Side): NormAnswer {
     case "ExecutionAcquired":
       return { t: a.__typename, issue: issue(a.issue), alreadyHeld: a.alreadyHeld };
     case "IssueReleased":
+      // releaseIssue with next (issue 31): the claim that followed, or null; left out without next
+      return {
+        t: a.__typename,
+        issue: issue(a.issue),
+        ...(a.next === undefined ? {} : { next: a.next === null ? null : normAnswer({ ...a.next, __typename: "IssueClaimed" }, side) }),
+      };
     case "IssueUpdated":
       return { t: a.__typename, issue: issue(a.issue) };
     case "IssuesReleased":

@@ -3,7 +3,7 @@
 // prints the figures docs/invariants.md quotes.
 import { expect } from "vitest";
 import type { Answer, Command, ExploreOptions, ExploreResult, Run, State, Step, UpdateIssueInput } from "../../src/model/index.js";
-import { changes, explore, isLive } from "../../src/model/index.js";
+import { changes, explore, isFused, isLive } from "../../src/model/index.js";
 import { ISSUE_STATUSES } from "../../src/domain/types.js";
 
 /** The board's moves tried on every issue: each status, reopening with maxAttempts 2, lowering it to 1 and raising it to 2, reassigning. */
@@ -24,9 +24,12 @@ export class Coverage {
   schedulerIdleRuns = 0;
   /** disableAgent: `cancelled:live`, `cancelled:expired` (RUNNING runs it ended), `recovered:<holder>` (live, expired, TIMED_OUT: the runs whose locks it took back). */
   disabling = new Set<string>();
+  /** The fused calls' answers (fusedLabel), issue 31. */
+  fused = new Set<string>();
 
   observe = (before: State, c: Command, step: Step<Answer>): void => {
     this.verbs.add(c.verb);
+    if (isFused(c)) this.fused.add(fusedLabel(before, c, step.answer));
     this.answers.add(`${c.verb}:${label(step.answer)}`);
     const issueId = "issueId" in c ? c.issueId : undefined;
     const issue = issueId ? before.issues.find((i) => i.id === issueId) : undefined;
@@ -48,6 +51,24 @@ export class Coverage {
     }
     for (const e of step.events) this.reasons.add(`${e.kind}:${e.reason?.startsWith("operator") ? "operator" : e.reason}`);
   };
+}
+
+/**
+ * A fused call's answer: `claimIssue(id, start):IssueClaimed(adopted)@IN_PROGRESS`,
+ * `claimIssue(id, start):AttemptsExhausted(acquire)` (the claim found the issue held
+ * by the run, and acquireExecution found no attempt left),
+ * `releaseIssue(next):IssueReleased(next IssueClaimed@CLAIMED, the same issue)`.
+ */
+function fusedLabel(before: State, c: Command, a: Answer): string {
+  if (c.verb === "releaseIssue") {
+    if (a.__typename !== "IssueReleased") return `releaseIssue(next):${label(a)}`;
+    const next = a.next ? `${label(a.next)}@${a.next.issue.status}${a.next.issue.id === c.issueId ? ", the same issue" : ""}` : "null";
+    return `releaseIssue(next):IssueReleased(next ${next})`;
+  }
+  const call = c.verb === "claimIssue" && c.issueId ? "claimIssue(id, start)" : "claimIssue(next, start)";
+  if (a.__typename === "IssueClaimed") return `${call}:${label(a)}@${a.issue.status}`;
+  const held = c.verb === "claimIssue" && before.issues.find((i) => i.id === c.issueId)?.checkoutRunId === c.runId;
+  return `${call}:${label(a)}${held && a.__typename === "AttemptsExhausted" ? "(acquire)" : ""}`;
 }
 
 function label(a: Answer): string {
