@@ -33,7 +33,9 @@ export type ReleaseIssuesResult = IssuesReleased | RunNotActive;
  * rows themselves (locked in id order, so two batch releases never deadlock),
  * so a release racing a recovery or a re-claim either finds its own lock or
  * answers NotLockOwner. DONE from CLAIMED is refused: work is finished only
- * under the execution lock. A dead run releases nothing (RunNotActive).
+ * under the execution lock. A dead run releases nothing (RunNotActive); its
+ * run is read FOR SHARE (id order), so a release racing its own run's
+ * finishRun answers IssueReleased or RunNotActive, never NotLockOwner.
  * DONE → DONE, BLOCKED → BLOCKED, FAILED and REQUEUE → OPEN, or ESCALATED
  * without an attempt left. A group never names one issue twice.
  *
@@ -58,7 +60,7 @@ function releaseStatement(companyId: string, group: ReleaseRequest[]) {
                     ${group.map((g) => g.retryAfterSeconds ?? null)}::int[], ${group.map((g) => g.result ?? null)}::text[])
              WITH ORDINALITY AS q(run_id, agent_id, issue_id, outcome, reason, retry_after, result, n)
     ),
-    ${requestedRunsCte(companyId, false)},
+    ${requestedRunsCte(companyId, true)},
     ${requestedIssuesCte(companyId)},
     verdict AS (
       SELECT q.n, q.issue_id, CASE
