@@ -27,9 +27,17 @@
 // claimed, released or finished (the key could do none of it), and `done`
 // rejects with an UnauthenticatedError.
 import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
+import { setTimeout as delay } from "node:timers/promises";
 import { context } from "@opentelemetry/api";
 import { BatonError, EventsPrunedError, ProblemError, UnauthenticatedError } from "./errors.js";
-import { MeDocument, WorkClaimDocument, WorkClaimManyDocument, WorkCreateSubIssuesDocument, WorkIssueHolderDocument } from "./generated/graphql.js";
+import {
+  MeDocument,
+  WorkClaimDocument,
+  WorkClaimManyDocument,
+  WorkCreateSubIssuesDocument,
+  WorkIssueHolderDocument,
+  WorkNewestSeqDocument,
+} from "./generated/graphql.js";
 import { WorkFinishRunDocument, WorkHeartbeatDocument, WorkReleaseDocument, WorkStartRunDocument } from "./generated/graphql.js";
 import type { CreateIssueInput, WorkIssueFragment, WorkRunFragment } from "./generated/graphql.js";
 import type { LockChange, LockChangesFilter } from "./lockChanges.js";
@@ -219,10 +227,21 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
   }
 
   /** Watches the ledger: a checkout that moved away from this run loses its hold; any change may mean new work. */
-  async function watch(companyId: string): Promise<void> {
-    events = baton.lockChanges({ companyId });
+  /** Ends the waits between the ledger watch's attempts once the worker stops. */
+  const halted = new AbortController();
+
+  /**
+   * The ledger watch, again after any failure but a refused key: a stream the
+   * server refused (too many streams for the key, say) or that broke is
+   * opened again after a wait (0.5 s, doubling to 30 s; back to 0.5 s once
+   * an event arrives), from now; the holds of the jobs running then are
+   * checked, since what happened while it was down was not seen.
+   */
+  async function watch(companyId: string, afterSeq: string | undefined, failures = 0): Promise<void> {
+    events = baton.lockChanges({ companyId, ...(afterSeq === undefined ? {} : { afterSeq }) });
     try {
       for await (const event of events) {
+        failures = 0;
         const job = running.get(event.issueId);
         if (job && !job.releasing && event.checkoutRunId !== job.runId)
           void confirmLoss(event.issueId, job, `${event.kind}${event.reason ? `: ${event.reason}` : ""}`);
@@ -234,9 +253,16 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
       if (err instanceof EventsPrunedError && !stopping) {
         log("live events resume from now: the ledger was pruned past this worker's place", { resumeAfterSeq: err.resumeAfterSeq });
         wake();
-        return watch(companyId);
+        return watch(companyId, undefined);
       }
-      if (!stopping) log("live events stopped; waiting by polling", { error: (err as Error).message });
+      if (stopping) return;
+      const waitMs = Math.min(30_000, 500 * 2 ** failures);
+      log("live events stopped; watching again after a wait, polling for work meanwhile", { error: (err as Error).message, waitMs });
+      await delay(waitMs, undefined, { signal: halted.signal }).catch(() => {});
+      if (stopping) return;
+      for (const [issueId, job] of running) if (!job.releasing) void confirmLoss(issueId, job, "the hold ended while live events were down");
+      wake();
+      return watch(companyId, undefined, failures + 1);
     }
   }
 
@@ -417,7 +443,9 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     const { me } = await baton.request(MeDocument, {}, { traceContext: ambient });
     if (me.role !== "AGENT" || !me.companyId) throw new BatonError("work() needs an agent key", "FORBIDDEN");
     run = await startRun();
-    const watching = watch(me.companyId);
+    // From the newest event on: a stream that cannot connect at first (refused, cut) still replays what happened meanwhile.
+    const { lockEvents: newest } = await baton.request(WorkNewestSeqDocument, { companyId: me.companyId }, { traceContext: ambient });
+    const watching = watch(me.companyId, newest[0]?.seq ?? "0");
     try {
       await claimUntilStopped();
     } catch (err) {
@@ -437,6 +465,7 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     // disableAgent has finished its runs): what the run holds comes back with its lease, as a dead run's.
     if (run && !refusedWith) await baton.request(WorkFinishRunDocument, { runId: run.id, status: "SUCCEEDED" }, { traceContext: ambient }).catch(() => {});
     if (!refusedWith) log("run finished", { runId: run?.id });
+    halted.abort();
     await events?.return?.();
     await watching;
     if (refusedWith) throw refusedWith;
