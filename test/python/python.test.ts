@@ -119,32 +119,43 @@ it("test_lost_hold: a lost hold sets job.lost and the worker never releases that
   await passes(unittest("test_lost_hold.py", await createCompany(h, 1)));
 });
 
+/** Makes two events at a time on `co`'s first agent: it claims its next issue (CLAIMED) and gives it back (RELEASED). */
+async function cycler(co: Company, issues: number) {
+  const agent = co.agents[0]!;
+  await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: issues }, (_, i) => ({ title: `cycled ${i}`, assigneeAgentId: agent.id })) });
+  const { startRun } = await agent.client.ok(Ops.StartRunDocument);
+  const made = { count: 0 };
+  const cycle = async (): Promise<string> => {
+    const { claimIssue } = await agent.client.ok(Ops.ClaimIssueDocument, { runId: startRun.id });
+    if (claimIssue.__typename !== "IssueClaimed") throw new Error(`expected IssueClaimed, got ${claimIssue.__typename}`);
+    made.count++;
+    await agent.client.ok(Ops.ReleaseIssueDocument, { runId: startRun.id, issueId: claimIssue.issue.id, outcome: "REQUEUE", reason: `cycle ${made.count}` });
+    made.count++;
+    return claimIssue.issue.id;
+  };
+  /** The last event, which ends a Python reader: a claim the board takes back with `reason`. */
+  const end = async (reason: string) => {
+    const { claimIssue } = await agent.client.ok(Ops.ClaimIssueDocument, { runId: startRun.id });
+    if (claimIssue.__typename !== "IssueClaimed") throw new Error(`expected IssueClaimed, got ${claimIssue.__typename}`);
+    await co.board.ok(Ops.ForceReleaseDocument, { issueId: claimIssue.issue.id, reason });
+  };
+  return { made, cycle, end };
+}
+
 it("test_lock_changes: the stream survives cuts made while events are written, without a gap or a duplicate", async () => {
   const co = await createCompany(h, 1);
-  const agent = co.agents[0]!;
   const proxy = await cuttableProxy(new URL(h.url));
   try {
     const python = unittest("test_lock_changes.py", co, { BATON_PROXY_URL: proxy.url });
-    await co.board.ok(Ops.CreateIssuesDocument, { inputs: Array.from({ length: 4 }, (_, i) => ({ title: `cycled ${i}`, assigneeAgentId: agent.id })) });
-    const { startRun } = await agent.client.ok(Ops.StartRunDocument);
-    let made = 0;
-    /** Two events: the agent claims its next issue (CLAIMED) and gives it back (RELEASED). */
-    const cycle = async (): Promise<string> => {
-      const { claimIssue } = await agent.client.ok(Ops.ClaimIssueDocument, { runId: startRun.id });
-      if (claimIssue.__typename !== "IssueClaimed") throw new Error(`expected IssueClaimed, got ${claimIssue.__typename}`);
-      made++;
-      await agent.client.ok(Ops.ReleaseIssueDocument, { runId: startRun.id, issueId: claimIssue.issue.id, outcome: "REQUEUE", reason: `cycle ${made}` });
-      made++;
-      return claimIssue.issue.id;
-    };
+    const { made, cycle, end } = await cycler(co, 4);
     const connected = () => eventually(() => (proxy.connections() > 0 ? true : undefined), "Python's stream through the proxy", 20_000);
     for (let round = 0; round < 6; round++) {
       await connected();
-      const before = made;
+      const before = made.count;
       const making = (async () => {
         for (let i = 0; i < 4; i++) await cycle();
       })();
-      await eventually(() => (made >= before + 3 ? true : undefined), "events to be under way");
+      await eventually(() => (made.count >= before + 3 ? true : undefined), "events to be under way");
       proxy.cut(); // mid-stream, with events still being written
       await making;
     }
@@ -155,15 +166,41 @@ it("test_lock_changes: the stream survives cuts made while events are written, w
     for (let i = 0; i < 4; i++) await cycle();
     await eventually(() => (proxy.state.refused > 0 ? true : undefined), "a refused reconnection");
     proxy.state.paused = false;
-    // The last event, which ends the Python reader: a claim the board takes back.
-    const { claimIssue } = await agent.client.ok(Ops.ClaimIssueDocument, { runId: startRun.id });
-    if (claimIssue.__typename !== "IssueClaimed") throw new Error(`expected IssueClaimed, got ${claimIssue.__typename}`);
-    await co.board.ok(Ops.ForceReleaseDocument, { issueId: claimIssue.issue.id, reason: "end of the stream test" });
+    await end("end of the stream test");
     await passes(python);
-    expect(made).toBe(56);
+    expect(made.count).toBe(56);
   } finally {
     await proxy.close();
   }
+});
+
+it("test_lock_changes_from_now: a stream from now cut before its first event misses none of the events made while it was down", async () => {
+  const co = await createCompany(h, 1);
+  const proxy = await cuttableProxy(new URL(h.url));
+  try {
+    const python = unittest("test_lock_changes_from_now.py", co, { BATON_PROXY_URL: proxy.url });
+    const { made, cycle, end } = await cycler(co, 2);
+    await eventually(() => (python.output().includes("stream open") ? true : undefined), "Python's stream to open", 20_000);
+    // Before any event: cut, and refuse every reconnection while events are written.
+    proxy.state.paused = true;
+    proxy.cut();
+    for (let i = 0; i < 4; i++) await cycle();
+    await eventually(() => (proxy.state.refused > 0 ? true : undefined), "a refused reconnection");
+    proxy.state.paused = false;
+    // Reconnected before the last event: a stream that resumed from "now" again would get that one alone.
+    await eventually(() => (proxy.connections() > 0 ? true : undefined), "Python's stream to reconnect", 20_000);
+    await end("end of the from-now test");
+    await passes(python);
+    expect(made.count).toBe(8);
+  } finally {
+    await proxy.close();
+  }
+});
+
+it("test_watch_refused: a worker whose ledger watch is refused (connectionsPerKey 1) still loses a force-released hold, and the watch comes back", async () => {
+  const co = await createCompany(h, 1);
+  const instance = await h.startInstance({ limits: { connectionsPerKey: 1 } }); // stopped by h.close()
+  await passes(unittest("test_watch_refused.py", co, { BATON_URL: instance.url }));
 });
 
 it("test_sigterm: SIGTERM or Ctrl-C drains the worker: the handler finishes, its issue is released, the run finished, exit 0", async () => {

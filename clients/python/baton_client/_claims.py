@@ -13,13 +13,23 @@ Rules:
   answer (or a release that failed: _jobs.py) leaves the run "unsure": it
   claims nothing more on it, finishes it once its jobs are done (finishRun
   releases whatever the run holds), and starts a new one.
+- Stopping (SIGTERM) while a claim is on its way: when its answer comes, no
+  handler starts and nothing more is sent for it but a release: each issue
+  it brought is released ``REQUEUE`` with ``retryAfterSeconds: 0`` (reason
+  STOPPING_REASON). That charges no attempt: from ``IN_PROGRESS`` (after
+  ``acquireExecution``, or ``claimIssues(acquireExecution: true)``) a
+  REQUEUE with ``retryAfterSeconds`` gives back the attempt the acquisition
+  charged, and from ``CLAIMED`` nothing was charged (the acquisition is not
+  sent). Leaving it to the final ``finishRun`` would not do: its
+  ``RUN_FINISHED`` release keeps an ``IN_PROGRESS`` issue's attempt charged.
+  A release that fails is left to that ``finishRun``.
 - Nothing claimable: with ``once`` and nothing running, the loop ends;
   otherwise it waits for a wake (a ledger change to OPEN, a job's end, a lost
   run) or a poll of IDLE_MIN doubling to IDLE_MAX seconds.
 """
 
 import logging
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from . import _documents as ops
 from .errors import BatonError
@@ -30,6 +40,8 @@ IDLE_MIN = 0.1
 IDLE_MAX = 2.0
 #: Answers after which sending the request again later is worth it (nothing is known to be wrong with it).
 TRANSIENT_CODES = frozenset({"UNAVAILABLE", "CONFLICT_RETRY", "INTERNAL_SERVER_ERROR"})
+#: The reason of the release that gives back what a claim answered after SIGTERM brought.
+STOPPING_REASON = "the worker is stopping: not started"
 
 
 class Claims:
@@ -72,6 +84,8 @@ class Claims:
                 if err.may_have_applied:
                     with self.lock:
                         self.unsure = run["id"]
+            if self.stopping.is_set():
+                break
             if started is None:
                 continue  # the run was lost: claim again with a new one (it says nothing of the queue)
             if started:
@@ -117,6 +131,9 @@ class Claims:
                 self._lose_run(run_id, answer.get("message") or "run not active")
                 return None
             issues = (answer.get("issues") or []) if answer["__typename"] == "IssuesClaimed" else []
+            if self.stopping.is_set():
+                self._give_back([issue["id"] for issue in issues], run_id)
+                return 0
             for issue in issues:
                 self._launch(issue, run_id)
             return len(issues)
@@ -127,9 +144,15 @@ class Claims:
         if answer["__typename"] != "IssueClaimed":
             return 0
         issue_id = answer["issue"]["id"]
+        if self.stopping.is_set():
+            self._give_back([issue_id], run_id)  # CLAIMED: not acquired, so nothing is charged
+            return 0
         try:
             acquired = self.request(ops.ACQUIRE, {"runId": run_id, "issueId": issue_id})["acquireExecution"]
             if acquired["__typename"] == "ExecutionAcquired":
+                if self.stopping.is_set():
+                    self._give_back([issue_id], run_id)  # IN_PROGRESS: the release gives the attempt back
+                    return 0
                 self._launch(acquired["issue"], run_id)
                 return 1
             if acquired["__typename"] == "RunNotActive":
@@ -146,3 +169,30 @@ class Claims:
                 with self.lock:
                     self.unsure = run_id  # it holds an issue it is not working on: finishing the run releases it
             raise
+
+    def _give_back(self, issue_ids: List[str], run_id: str) -> None:
+        """Releases what a claim answered after SIGTERM brought, without starting it: REQUEUE, retryAfterSeconds 0,
+        which charges no attempt (this module's docstring); a release that fails is left to the run's finishRun."""
+        if self.refused_with is not None:
+            return  # the key was refused: no request more
+        for issue_id in issue_ids:
+            try:
+                answer = self.request(
+                    ops.RELEASE,
+                    {
+                        "runId": run_id,
+                        "issueId": issue_id,
+                        "outcome": "REQUEUE",
+                        "reason": STOPPING_REASON,
+                        "retryAfterSeconds": 0,
+                    },
+                )["releaseIssue"]
+            except BatonError as err:
+                if self._refused(err):
+                    return
+                log.warning("giving back %s failed: %s; finishing the run releases it", issue_id, err)
+                continue
+            if answer["__typename"] == "IssueReleased":
+                log.info("gave back %s: claimed as the worker was stopping", issue_id)
+            else:
+                log.warning("giving back %s refused: %s: %s", issue_id, answer["__typename"], answer.get("message"))

@@ -71,3 +71,11 @@ ISSUE_HOLD = "query IssueHold($id: ID!) { issue(id: $id) { checkoutRunId lockEpo
 NEWEST_SEQ = (
     "query NewestSeq($companyId: ID!) { lockEvents(companyId: $companyId, newestFirst: true, first: 1) { seq } }"
 )
+
+# An issue's newest events: whether a release whose answer was lost took effect, or the hold was lost before it.
+ISSUE_EVENTS = """
+query IssueEvents($companyId: ID!, $issueId: ID!, $first: Int!) {
+  lockEvents(companyId: $companyId, issueId: $issueId, newestFirst: true, first: $first) {
+    seq kind runId checkoutRunId reason
+  }
+}"""

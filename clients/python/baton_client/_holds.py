@@ -10,7 +10,19 @@ Rules:
   claim, so none of this worker's claims is missed) loses a job when an event
   shows its issue's checkout leave the job's run and the issue's
   ``(checkoutRunId, lockEpoch)`` is no longer the job's; any change to OPEN
-  wakes the claim loop. If the watch fails, polling goes on without it.
+  wakes the claim loop.
+- The watch never gives up while the worker runs. A refusal
+  (``LIMIT_EXCEEDED``: ``connectionsPerKey``, ...; ``BAD_RESPONSE``, any
+  unexpected exception) restarts it after its last seq, after the refusal's
+  ``retryAfterSeconds`` if it gives one (at most WATCH_RETRY_AFTER_MAX),
+  else after WATCH_RETRY_DELAYS (0.5 s growing to 30 s, reset once a stream
+  opens). ``EVENTS_PRUNED`` restarts it after ``resumeAfterSeq``,
+  ``SEQ_AHEAD`` from the newest seq, and then every running job's hold is
+  checked once (what fell in the gap is not in the stream).
+- While no ledger stream is open (refused, or reconnecting), each heartbeat
+  of a run also reads the issue of each of its running jobs (``IssueHold``):
+  a ``(checkoutRunId, lockEpoch)`` that is no longer the job's loses it. A
+  read that fails says nothing (it is tried again at the next heartbeat).
 - UNAUTHENTICATED from anything is the key refused: every job is lost, the
   heartbeat stops, and the worker stops without another request.
 """
@@ -18,7 +30,7 @@ Rules:
 import logging
 import threading
 from datetime import datetime
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from . import _documents as ops
 from .changes import lock_changes
@@ -26,6 +38,11 @@ from .errors import BatonError
 from .job import Job
 
 log = logging.getLogger("baton_client")
+
+#: Seconds before the ledger watch starts again after a failure; the last repeats (reset once a stream opens).
+WATCH_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+#: The longest wait a refusal's retryAfterSeconds is taken for.
+WATCH_RETRY_AFTER_MAX = 300.0
 
 
 def _instant(text: str) -> datetime:
@@ -72,6 +89,8 @@ class Holds:
             if answer.get("__typename") != "RunUpdated":
                 self._lose_run(run_id, f"run {run_id} is no longer active: {answer.get('message')}")
                 return
+            if not self.watch_control.live.is_set():
+                self._check_holds(run_id, "checked at a heartbeat while the ledger watch is down")
 
     def _lose_run(self, run_id: str, reason: str) -> None:
         """The run is gone: every job it held is lost; the claim loop starts a new run."""
@@ -118,24 +137,61 @@ class Holds:
         return newest[0]["seq"] if newest else "0"
 
     def _watch(self, company_id: str, after_seq: Optional[str]) -> None:
-        """A checkout that leaves a job's hold loses that job; a change to OPEN wakes the claim loop."""
+        """A checkout that leaves a job's hold loses that job; a change to OPEN wakes the claim loop.
+
+        Restarted after every failure until the worker stops (this module's docstring says when, and from where).
+        """
+        gap = False  # the restart skips events: check every hold once the new start is read
         while not self.watch_control.stopped.is_set():
+            delay: Optional[float] = None
             try:
-                for change in lock_changes(self.endpoint, company_id, after_seq, control=self.watch_control):
-                    self._on_change(change)
-                return
+                stream = lock_changes(self.endpoint, company_id, after_seq, control=self.watch_control)
+                try:
+                    if gap:
+                        gap = False
+                        self._check_holds(None, "checked after a gap in the ledger watch")
+                    for change in stream:
+                        self._on_change(change)
+                        after_seq = change["seq"]  # a restart resumes after it: nothing missed, nothing twice
+                finally:
+                    stream.close()
+                return  # closed: the worker is stopping
             except BatonError as err:
                 if self._refused(err):
                     return
                 if err.code == "EVENTS_PRUNED":
-                    log.warning("live events resume from now: the ledger was pruned past this worker's place")
-                    after_seq = None
-                    continue
-                log.warning("live events stopped; waiting by polling (%s)", err)
+                    resume = err.extensions.get("resumeAfterSeq")
+                    after_seq, gap = (str(resume) if resume is not None else None), True
+                elif err.code == "SEQ_AHEAD":
+                    after_seq, gap = None, True  # the database was restored: from its newest seq
+                retry_after = err.extensions.get("retryAfterSeconds")
+                if isinstance(retry_after, (int, float)) and not isinstance(retry_after, bool) and retry_after >= 0:
+                    delay = min(float(retry_after), WATCH_RETRY_AFTER_MAX)
+                what = str(err)
+            except Exception as err:  # noqa: BLE001 (whatever broke it, the watch starts again)
+                log.debug("ledger watch failed", exc_info=True)
+                what = f"{type(err).__name__}: {err}"
+            if self.watch_control.stopped.is_set():
                 return
-            except Exception:  # noqa: BLE001 (the watch is an optimisation: polling goes on without it)
-                log.exception("live events stopped; waiting by polling")
+            with self.lock:
+                failures = self.watch_failures
+                self.watch_failures += 1
+            if delay is None:
+                delay = WATCH_RETRY_DELAYS[min(failures, len(WATCH_RETRY_DELAYS) - 1)]
+            log.warning(
+                "live events stopped (%s); starting again in %.1f s, holds checked at each heartbeat meanwhile",
+                what,
+                delay,
+            )
+            if self.watch_control.stopped.wait(delay):
                 return
+
+    def _watch_opened(self) -> None:
+        """A ledger stream is open (Control.on_open): the backoff starts over."""
+        with self.lock:
+            failures, self.watch_failures = self.watch_failures, 0
+        if failures:
+            log.info("live events resumed")
 
     def _on_change(self, change: Dict[str, Any]) -> None:
         with self.lock:
@@ -156,9 +212,37 @@ class Holds:
 
     def _still_held(self, job: Job) -> bool:
         """True if the issue's checkout is still this job's: its run, and its lock epoch (which never comes back)."""
+        held = self._hold_of(job)
+        return held is not None and held[0]  # no answer: the ledger said the checkout left, believe it
+
+    def _hold_of(self, job: Job) -> Optional[Tuple[bool, Dict[str, Any]]]:
+        """Whether the issue's checkout is still this job's, and the issue's (checkoutRunId, lockEpoch); None if
+        it could not be read."""
         try:
             issue = self.request(ops.ISSUE_HOLD, {"id": job.issue_id})["issue"]
         except BatonError as err:
             self._refused(err)
-            return False  # the ledger said the checkout left: believe it
-        return bool(issue) and issue.get("checkoutRunId") == job.run_id and issue.get("lockEpoch") == job.lock_epoch
+            return None
+        held = bool(issue) and issue.get("checkoutRunId") == job.run_id and issue.get("lockEpoch") == job.lock_epoch
+        return held, issue or {}
+
+    def _check_holds(self, run_id: Optional[str], why: str) -> None:
+        """Reads the issue of each running job (of ``run_id``, or every run): a hold that is not the job's any more
+        loses it. Used while the ledger watch cannot say so."""
+        with self.lock:
+            jobs = [
+                job
+                for job in list(self.running.values()) + self.older
+                if (run_id is None or job.run_id == run_id) and not job.lost.is_set() and not job._releasing
+            ]
+        for job in jobs:
+            found = self._hold_of(job)
+            if found is None or found[0]:
+                continue  # held, or unknown: the next heartbeat asks again
+            issue = found[1]
+            reason = (
+                f"the issue's checkout is no longer this job's (checkoutRunId {issue.get('checkoutRunId')}, "
+                f"lock epoch {issue.get('lockEpoch')}; {why})"
+            )
+            if job._lose(reason):
+                log.warning("hold lost: %s (%s)", job.issue_id, reason)

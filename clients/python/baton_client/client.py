@@ -66,7 +66,10 @@ class Baton:
         issue_id: Optional[str] = None,
         agent_id: Optional[str] = None,
     ) -> Iterator[Dict[str, Any]]:
-        """The company's committed lock changes, in seq order, each once, across reconnections (changes.py)."""
+        """The company's committed lock changes, in seq order, each once, across reconnections (changes.py).
+
+        Without ``after_seq``: those after the newest seq when this is called (read here).
+        """
         return lock_changes(self._endpoint, company_id, after_seq, issue_id=issue_id, agent_id=agent_id)
 
     def __repr__(self) -> str:

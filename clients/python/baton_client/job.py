@@ -10,10 +10,13 @@ Rules:
   ledger shows the issue's checkout leave this run (a board's
   ``forceReleaseIssue``, recovery), and the issue's ``checkoutRunId`` and
   ``lockEpoch`` confirm that it is this job's hold that ended (an event from
-  before the claim does not count); the run's heartbeat answers that the run
-  is not active; the worker's run claims the same issue again (its earlier
-  hold must have ended); a release answers ``NotLockOwner`` or
-  ``RunNotActive``; or the key is refused (``UNAUTHENTICATED``).
+  before the claim does not count); while the ledger watch is down, a
+  heartbeat's read of the issue finds its ``(checkoutRunId, lockEpoch)`` no
+  longer the job's; the run's heartbeat answers that the run is not active;
+  the worker's run claims the same issue again (its earlier hold must have
+  ended); a release answers ``NotLockOwner`` (after a try whose answer was
+  lost: unless the ledger shows that try took effect) or ``RunNotActive``; or
+  the key is refused (``UNAUTHENTICATED``).
   ``job.lost_reason`` says why. The handler should stop; the worker never
   releases a lost issue.
 - Once the handler has ended and its release is on its way, the checkout

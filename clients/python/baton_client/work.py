@@ -14,7 +14,9 @@ Rules (each part states its own in detail: _claims.py, _jobs.py, _holds.py):
   Requeue -> REQUEUE, Blocked -> BLOCKED, anything else -> FAILED).
 - A lost hold (job.py) sets ``job.lost``, and the issue is never released by
   this worker. A run that is not active any more loses every job it held; the
-  next claim starts a new run.
+  next claim starts a new run. The ledger watch that tells of lost holds is
+  restarted after any failure; while it is down, each heartbeat reads the
+  holds of the run's running jobs instead (_holds.py).
 - A refused key (UNAUTHENTICATED, from any request or the ledger watch)
   loses every job at once; nothing more is claimed, released or finished, and
   ``work()`` raises that BatonError without waiting for the handlers.
@@ -24,7 +26,9 @@ Rules (each part states its own in detail: _claims.py, _jobs.py, _holds.py):
   2 s), and claims again.
 - SIGTERM (a handler is installed only on the main thread, the previous one
   restored on return) or KeyboardInterrupt: stop claiming, let running
-  handlers finish and release their issues, finish the run, return. A second
+  handlers finish and release their issues, finish the run, return. A claim
+  whose answer arrives after SIGTERM starts no handler: its issues are given
+  back at once, charging no attempt (_claims.py). A second
   KeyboardInterrupt while draining stops waiting: the running jobs are marked
   lost, the run is finished (which releases them) and KeyboardInterrupt is
   raised. The caller decides whether to exit.
@@ -96,7 +100,8 @@ class _Worker(Claims, Jobs, Holds):
         self.stopping = threading.Event()
         self.wake = threading.Event()
         self.heartbeat_stop: Optional[threading.Event] = None
-        self.watch_control = Control()
+        self.watch_control = Control(on_open=self._watch_opened)
+        self.watch_failures = 0  # ledger watch failures since a stream last opened
         self.watch_thread: Optional[threading.Thread] = None
         self.batch = concurrency
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="baton-job")

@@ -20,9 +20,22 @@ class Reply:
     """What the server does with one request: a body (JSON or bytes), an event stream, or a cut."""
 
     def __init__(
-        self, status: int = 200, body: Any = None, events: List[str] = (), hold: bool = False, cut: bool = False
+        self,
+        status: int = 200,
+        body: Any = None,
+        events: List[str] = (),
+        hold: bool = False,
+        cut: bool = False,
+        headers: Dict[str, str] = None,
     ):
         self.status, self.body, self.events, self.hold, self.cut = status, body, list(events), hold, cut
+        self.headers = dict(headers or {})
+
+
+def op_name(body: Dict[str, Any]) -> str:
+    """The operation's name in a request body (``LockChanges``, ``NewestSeq``, ``WorkClaim``, ...), or ""."""
+    match = re.search(r"\b(?:query|mutation|subscription)\s+(\w+)", body.get("query", ""))
+    return match.group(1) if match else ""
 
 
 def sse(name: str, payload: Any) -> str:
@@ -73,6 +86,8 @@ class FakeServer:
                 raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 self.send_header("content-type", "application/json")
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
                 self.send_header("content-length", str(len(raw)))
                 self.end_headers()
                 self.wfile.write(raw)
@@ -113,8 +128,7 @@ class RelayProxy:
 
             def do_POST(self):
                 raw = self.rfile.read(int(self.headers["content-length"]))
-                match = re.search(r"\b(?:query|mutation|subscription)\s+(\w+)", json.loads(raw).get("query", ""))
-                name = match.group(1) if match else ""
+                name = op_name(json.loads(raw))
                 proxy.seen.append(name)
                 before(name)
                 conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)

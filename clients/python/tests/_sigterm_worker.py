@@ -1,5 +1,5 @@
-"""The worker test_sigterm.py signals: work() on one issue at a time, whose handler
-prints "started ID", waits for BATON_GO_FILE, and prints "finished ID"."""
+"""The worker test_sigterm.py signals: work() on BATON_CONCURRENCY (default 1) issues at a time, whose
+handler prints "started ID", waits for BATON_GO_FILE, and prints "finished ID"."""
 
 import logging
 import os
@@ -31,6 +31,7 @@ def handler(job):
 
 logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="log: %(message)s")
 signal.signal(signal.SIGTERM, previous)
-Baton(os.environ["BATON_URL"], os.environ["BATON_AGENT_TOKEN"]).work(handler)
+concurrency = int(os.environ.get("BATON_CONCURRENCY") or 1)
+Baton(os.environ["BATON_URL"], os.environ["BATON_AGENT_TOKEN"]).work(handler, concurrency=concurrency)
 say("work returned")
 say("SIGTERM handler restored" if signal.getsignal(signal.SIGTERM) is previous else "SIGTERM handler NOT restored")

@@ -4,7 +4,7 @@ with afterSeq = the last seq it yielded and drops any seq at or below it."""
 import threading
 import unittest
 
-from _fake import FakeServer, Reply, change, sse
+from _fake import FakeServer, Reply, change, op_name, sse
 from _support import Server, env
 
 from baton_client import Baton, BatonError
@@ -82,17 +82,22 @@ class AgainstAScriptedServer(unittest.TestCase):
                 }
             ]
         }
+        streams = []
 
         def script(n, body):
-            if n == 0:
+            if op_name(body) == "NewestSeq":
+                return Reply(body={"data": {"lockEvents": [{"seq": "3"}]}})
+            streams.append(n)
+            if len(streams) == 1:
                 return Reply(events=[change(5), sse("next", unavailable), sse("complete", None)])
-            if n == 1:
+            if len(streams) == 2:
                 return Reply(status=503, body=b"proxy says no")  # not an event stream: retried
             return Reply(events=[sse("next", pruned), sse("complete", None)])
 
         fake = FakeServer(script)
         try:
             stream = Baton(fake.url, "t").lock_changes("c")
+            self.assertEqual([op_name(r) for r in fake.requests], ["NewestSeq"])  # "now" is read at the call
             self.assertEqual(next(stream)["seq"], "5")
             with self.assertRaises(BatonError) as caught:
                 next(stream)
@@ -100,10 +105,46 @@ class AgainstAScriptedServer(unittest.TestCase):
             fake.close()
         self.assertEqual(caught.exception.code, "EVENTS_PRUNED")
         self.assertEqual(caught.exception.extensions["resumeAfterSeq"], "70")
-        self.assertEqual([r["variables"]["afterSeq"] for r in fake.requests], [None, "5", "5"])
+        subscriptions = [r for r in fake.requests if op_name(r) == "LockChanges"]
+        self.assertEqual([r["variables"]["afterSeq"] for r in subscriptions], ["3", "5", "5"])
+
+    def test_from_now_the_newest_seq_is_read_again_if_unanswered_and_a_refusal_of_it_is_raised(self):
+        def script(n, body):
+            if op_name(body) == "NewestSeq":
+                if n < 2:  # no answer at the call, nor at the first try when iterated
+                    return Reply(cut=True)
+                return Reply(body={"data": {"lockEvents": []}})  # an empty ledger: from "0"
+            return Reply(events=[change(7)], hold=True)
+
+        fake = FakeServer(script)
+        try:
+            stream = Baton(fake.url, "t").lock_changes("c")
+            self.assertEqual(next(stream)["seq"], "7")
+            stream.close()
+        finally:
+            fake.close()
+        self.assertEqual([op_name(r) for r in fake.requests], ["NewestSeq", "NewestSeq", "NewestSeq", "LockChanges"])
+        self.assertEqual(fake.requests[3]["variables"]["afterSeq"], "0")
+
+        forbidden = {"errors": [{"message": "not yours", "extensions": {"code": "FORBIDDEN"}}]}
+        fake = FakeServer(lambda n, body: Reply(body=forbidden))
+        try:
+            stream = Baton(fake.url, "t").lock_changes("c")
+            with self.assertRaises(BatonError) as caught:
+                next(stream)
+        finally:
+            fake.close()
+        self.assertEqual(caught.exception.code, "FORBIDDEN")
+        self.assertEqual([op_name(r) for r in fake.requests], ["NewestSeq"])  # refused once, not asked again
 
     def test_an_event_over_the_bound_is_refused(self):
-        fake = FakeServer(lambda n, body: Reply(events=["data: " + "x" * (1024 * 1024 + 10) + "\n\n"], hold=True))
+        fake = FakeServer(
+            lambda n, body: (
+                Reply(body={"data": {"lockEvents": [{"seq": "1"}]}})
+                if op_name(body) == "NewestSeq"
+                else Reply(events=["data: " + "x" * (1024 * 1024 + 10) + "\n\n"], hold=True)
+            )
+        )
         try:
             with self.assertRaises(BatonError) as caught:
                 next(iter(Baton(fake.url, "t").lock_changes("c")))

@@ -13,6 +13,7 @@ FORCE_RELEASE = (
 )
 FINISH_RUN = "mutation($r: ID!) { finishRun(runId: $r, status: CANCELLED) { __typename } }"
 ROTATE = "mutation($a: ID!) { rotateAgentKey(agentId: $a) { apiKey } }"
+CANCEL = "mutation($i: ID!) { updateIssue(id: $i, input: { status: CANCELLED }) { __typename } }"
 
 
 class LostHold(unittest.TestCase):
@@ -126,6 +127,49 @@ class LostHold(unittest.TestCase):
         self.assertEqual(job.lock_epoch, 2)
         issue = self.server.issue(issue_id)
         self.assertEqual((issue["status"], issue["result"]), ("DONE", "kept"))
+
+    def test_not_lock_owner_after_a_release_whose_answer_was_lost_is_a_lost_hold_when_the_ledger_says_so(self):
+        """The board takes the issue back just before the worker's release arrives; that release's answer
+        (NotLockOwner) is lost, the release is sent again and answered NotLockOwner: not "an earlier try took
+        effect", since the ledger shows the hold ended by FORCE_RELEASED. (test_outcomes has the try that did.)"""
+        agent_id, key = self.server.agent_key()
+        [issue_id] = self.server.issues([{"title": "taken back under the release", "assigneeAgentId": agent_id}])
+        releases = []
+
+        def before(name):
+            if name == "WorkRelease" and not releases:
+                self.server.board.request(FORCE_RELEASE, {"i": issue_id})
+                self.server.board.request(CANCEL, {"i": issue_id})  # not claimable again
+
+        def after(name):
+            if name == "WorkRelease":
+                releases.append(name)
+                return len(releases) == 1  # the first try's answer never arrives
+
+        proxy = RelayProxy(self.server.url, before, after)
+        jobs = []
+        try:
+            with Logged() as logged:
+                Baton(proxy.url, key).work(lambda job: jobs.append(job) or {"n": 1}, once=True)
+        finally:
+            proxy.close()
+        [job] = jobs
+        self.assertEqual(len(releases), 2)
+        self.assertTrue(job.lost.is_set(), logged.lines)
+        self.assertEqual(
+            job.lost_reason, "NotLockOwner to a release tried again: FORCE_RELEASED: the operator took it back"
+        )
+        self.assertIn(f"release of {issue_id} refused: the hold was lost (NotLockOwner)", logged.lines)
+        self.assertFalse(any("earlier try took effect" in line for line in logged.lines), logged.lines)
+        self.assertEqual(
+            self.kinds(issue_id),
+            [
+                ("CLAIMED", None),
+                ("EXECUTION_ACQUIRED", None),
+                ("FORCE_RELEASED", "the operator took it back"),
+                ("STATUS_CHANGED", "OPEN -> CANCELLED"),
+            ],
+        )
 
     def test_a_run_finished_elsewhere_loses_its_job_and_a_new_run_takes_the_issue(self):
         agent_id, agent = self.server.agent()

@@ -125,13 +125,15 @@ class Outcomes(unittest.TestCase):
                 return len(releases) == 1  # the first release is applied, and its answer never arrives
 
         proxy = RelayProxy(self.server.url, after=after)
+        jobs = []
         try:
             with Logged() as logged:
-                Baton(proxy.url, key).work(lambda job: {"n": 1}, once=True)
+                Baton(proxy.url, key).work(lambda job: jobs.append(job) or {"n": 1}, once=True)
         finally:
             proxy.close()
         self.assertEqual(len(releases), 2)
         self.assertIn(f"released {issue_id}: DONE (an earlier try took effect)", logged.lines)
+        self.assertFalse(jobs[0].lost.is_set(), jobs[0].lost_reason)  # the ledger shows this run's release
         issue = self.server.issue(issue_id)
         self.assertEqual((issue["status"], issue["result"]), ("DONE", {"n": 1}))
         self.assertEqual(self.released(issue_id), ["DONE"])
