@@ -353,8 +353,18 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
       log("released", { issueId: issue.id, outcome });
       const claimed = releaseIssue.next?.issue;
       if (!claimed) return;
-      // Claimed as the worker stopped, or its key was refused: finishRun (or the lease) gives it back.
-      if (stopping) return;
+      if (stopping) {
+        // Claimed (and started) as the worker stopped: given back unworked, its attempt with it (REQUEUE with
+        // retryAfterSeconds 0 from IN_PROGRESS). A refused key could not: the lease gives it back.
+        if (refusedWith) return;
+        log("giving back an issue claimed as the worker stopped", { issueId: claimed.id });
+        await baton.request(
+          WorkReleaseDocument,
+          { runId, issueId: claimed.id, outcome: "REQUEUE", reason: "the worker is stopping: not started", retryAfterSeconds: 0 },
+          { traceContext: life.context },
+        );
+        return;
+      }
       launch(claimed, runId, TraceLife.start("baton issue", ambient));
     })()
       .catch((err: unknown) => {

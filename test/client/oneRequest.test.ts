@@ -76,3 +76,43 @@ it("a requeued issue that comes straight back as the release's next is worked ag
   await ours.return?.();
   await watcher;
 });
+
+it("an issue the release's next claims as the worker stops is given back unworked, its attempt with it", async () => {
+  const co = await createCompany(h, 1);
+  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
+    inputs: ["first", "second"].map((title) => ({ title, assigneeAgentId: co.agents[0]!.id })),
+  });
+  const [first, second] = createIssues.map((i) => i.id);
+  const baton = new Baton({ url: h.url, token: co.agents[0]!.client.token! });
+  const handled: string[] = [];
+  let stopWorker: () => Promise<void> = async () => {};
+  let stopped: Promise<void> | null = null;
+  const worker = work(
+    {
+      // The worker is told to stop while the release that asks for the next issue is on its way.
+      request: (document, variables, options) => {
+        if ((variables as { next?: unknown }).next && !stopped) stopped = stopWorker();
+        return baton.request(document, variables, options);
+      },
+      lockChanges: (filter: LockChangesFilter) => baton.lockChanges(filter),
+    },
+    async (issue) => {
+      handled.push(issue.title);
+    },
+    { idleWaitMs: 100, onLog: () => {} },
+  );
+  stopWorker = () => worker.stop();
+  await worker.done;
+  await stopped;
+  expect(handled).toEqual(["first"]);
+  const rows = await h.sql<{ id: string; status: string; attempt_count: number }>(
+    "SELECT id, status::text, attempt_count FROM issues WHERE id = ANY($1) ORDER BY title",
+    [[first, second]],
+  );
+  expect(rows).toEqual([
+    { id: first, status: "DONE", attempt_count: 1 },
+    { id: second, status: "OPEN", attempt_count: 0 },
+  ]);
+  const reasons = (await h.sql<{ reason: string }>("SELECT reason FROM lock_events WHERE issue_id = $1 AND kind = 'RELEASED'", [second])).map((e) => e.reason);
+  expect(reasons).toEqual(["REQUEUE: the worker is stopping: not started"]);
+});
