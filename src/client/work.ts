@@ -227,6 +227,11 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
   }
 
   /** Watches the ledger: a checkout that moved away from this run loses its hold; any change may mean new work. */
+  /** Checks every running job's hold directly (confirmLoss), for when the ledger cannot say what happened. */
+  const checkHolds = (reason: string) => {
+    for (const [issueId, job] of running) if (!job.releasing) void confirmLoss(issueId, job, reason);
+  };
+
   /** Ends the waits between the ledger watch's attempts once the worker stops. */
   const halted = new AbortController();
 
@@ -234,14 +239,17 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
    * The ledger watch, again after any failure but a refused key: a stream the
    * server refused (too many streams for the key, say) or that broke is
    * opened again after a wait (0.5 s, doubling to 30 s; back to 0.5 s once
-   * an event arrives), from now; the holds of the jobs running then are
-   * checked, since what happened while it was down was not seen.
+   * an event arrives), after the last event it saw, so the ledger replays
+   * what happened while it was down; where the ledger cannot (pruned, or no
+   * event seen yet) the running jobs' holds are checked directly.
    */
   async function watch(companyId: string, afterSeq: string | undefined, failures = 0): Promise<void> {
     events = baton.lockChanges({ companyId, ...(afterSeq === undefined ? {} : { afterSeq }) });
+    let seen = afterSeq;
     try {
       for await (const event of events) {
         failures = 0;
+        seen = event.seq;
         const job = running.get(event.issueId);
         if (job && !job.releasing && event.checkoutRunId !== job.runId)
           void confirmLoss(event.issueId, job, `${event.kind}${event.reason ? `: ${event.reason}` : ""}`);
@@ -250,8 +258,10 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     } catch (err) {
       if (refused(err)) return; // the key was revoked: the server ended the stream
       // Retention dropped the events after its place (a connection lost for that long): watch again from now.
+      // The events it missed are gone, so the running jobs' holds are checked directly.
       if (err instanceof EventsPrunedError && !stopping) {
         log("live events resume from now: the ledger was pruned past this worker's place", { resumeAfterSeq: err.resumeAfterSeq });
+        checkHolds("the hold ended while the ledger was pruned past this worker's place");
         wake();
         return watch(companyId, undefined);
       }
@@ -260,9 +270,10 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
       log("live events stopped; watching again after a wait, polling for work meanwhile", { error: (err as Error).message, waitMs });
       await delay(waitMs, undefined, { signal: halted.signal }).catch(() => {});
       if (stopping) return;
-      for (const [issueId, job] of running) if (!job.releasing) void confirmLoss(issueId, job, "the hold ended while live events were down");
       wake();
-      return watch(companyId, undefined, failures + 1);
+      // Resumed after the last event it saw: what happened meanwhile is replayed (only a stream that never saw one starts from now).
+      if (seen === undefined) checkHolds("the hold ended while live events were down");
+      return watch(companyId, seen, failures + 1);
     }
   }
 
@@ -452,10 +463,17 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
   async function loop(): Promise<void> {
     const { me } = await baton.request(MeDocument, {}, { traceContext: ambient });
     if (me.role !== "AGENT" || !me.companyId) throw new BatonError("work() needs an agent key", "FORBIDDEN");
+    // From the newest event on: a stream that cannot connect at first (refused, cut) still replays what happened
+    // meanwhile. Read before the run starts, so that its failure leaves no run behind; unread, the watch starts from now.
+    const startSeq = await baton.request(WorkNewestSeqDocument, { companyId: me.companyId }, { traceContext: ambient }).then(
+      ({ lockEvents }) => lockEvents[0]?.seq ?? "0",
+      (err: unknown) => {
+        if (err instanceof UnauthenticatedError) throw err;
+        return undefined;
+      },
+    );
     run = await startRun();
-    // From the newest event on: a stream that cannot connect at first (refused, cut) still replays what happened meanwhile.
-    const { lockEvents: newest } = await baton.request(WorkNewestSeqDocument, { companyId: me.companyId }, { traceContext: ambient });
-    const watching = watch(me.companyId, newest[0]?.seq ?? "0");
+    const watching = watch(me.companyId, startSeq);
     try {
       await claimUntilStopped();
     } catch (err) {

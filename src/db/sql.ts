@@ -261,6 +261,11 @@ export function setRetryBudget(budget: RetryBudget): () => void {
  * neither did this; `cause` is the last abort. The API answers it
  * CONFLICT_RETRY with outcome NOT_APPLIED (src/graphql/errors.ts).
  */
+/** A statement's error after which it certainly changed nothing: its retries spent on aborts, or refused by PostgreSQL. */
+export function certainlyNotApplied(err: unknown): boolean {
+  return err instanceof RetriesExhaustedError || changedNothing(err);
+}
+
 export class RetriesExhaustedError extends Error {
   override name = "RetriesExhaustedError";
   constructor(

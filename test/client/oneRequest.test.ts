@@ -3,7 +3,7 @@
 // as that next one: the new job is a new hold (a new epoch), and the ledger's
 // RELEASED of the old one must not be taken for its loss. A hold this run
 // loses and claims again ends the earlier job's hold, never the new one's.
-import { Baton, Requeue } from "baton/client";
+import { Baton, BatonError, Requeue } from "baton/client";
 import type { LockChange, LockChangesFilter } from "baton/client";
 import { work } from "../../src/client/work.js";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -115,4 +115,28 @@ it("an issue the release's next claims as the worker stops is given back unworke
   ]);
   const reasons = (await h.sql<{ reason: string }>("SELECT reason FROM lock_events WHERE issue_id = $1 AND kind = 'RELEASED'", [second])).map((e) => e.reason);
   expect(reasons).toEqual(["REQUEUE: the worker is stopping: not started"]);
+});
+
+it("a worker that cannot read where its watch starts watches from now, and leaves no run behind", async () => {
+  const co = await createCompany(h, 1);
+  await co.board.ok(Ops.CreateIssueDocument, { input: { title: "one", assigneeAgentId: co.agents[0]!.id } });
+  const baton = new Baton({ url: h.url, token: co.agents[0]!.client.token! });
+  const handled: string[] = [];
+  const worker = work(
+    {
+      request: (document, variables, options) => {
+        const name = (document as unknown as { definitions?: readonly { name?: { value: string } }[] }).definitions?.[0]?.name?.value;
+        if (name === "WorkNewestSeq") return Promise.reject(new BatonError("cannot reach the API", "UNREACHABLE"));
+        return baton.request(document, variables, options);
+      },
+      lockChanges: (filter: LockChangesFilter) => baton.lockChanges(filter),
+    },
+    async (issue) => {
+      handled.push(issue.title);
+    },
+    { once: true, idleWaitMs: 100, onLog: () => {} },
+  );
+  await worker.done;
+  expect(handled).toEqual(["one"]);
+  expect(await h.sql("SELECT status::text FROM heartbeat_runs WHERE agent_id = $1", [co.agents[0]!.id])).toEqual([{ status: "SUCCEEDED" }]);
 });

@@ -3,6 +3,7 @@
 // answers exactly what the calls it stands for would, one after the other,
 // and the ledger reads the same either way.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { setRetryBudget } from "../../src/db/sql.js";
 import { checkHistory } from "../../support/history.js";
 import type { Told } from "../../support/history.js";
 import { Client, createCompany, Ops, startHarness } from "../helpers/harness.js";
@@ -22,6 +23,11 @@ async function issues(co: Company, n: number, input: Record<string, unknown> = {
   const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, {
     inputs: Array.from({ length: n }, (_, i) => ({ title: `job ${i}`, assigneeAgentId: co.agents[0]!.id, ...input })),
   });
+  return createIssues.map((i) => i.id);
+}
+
+async function issuesTitled(co: Company, titles: string[]): Promise<string[]> {
+  const { createIssues } = await co.board.ok(Ops.CreateIssuesDocument, { inputs: titles.map((title) => ({ title, assigneeAgentId: co.agents[0]!.id })) });
   return createIssues.map((i) => i.id);
 }
 
@@ -125,5 +131,42 @@ describe("one request per job", () => {
     expect(n).toBe(400);
     await h.settled(co.id);
     expect(await checkHistory(h.database.url, co.id, told)).toEqual([]);
+  });
+});
+
+describe("a fused call whose second step fails answers what its first step did", () => {
+  // A serialization failure (40001) whenever an issue titled "poison" gets a holder, as the keys' trigger raises at a
+  // key's last slot, with one try only: the second step's retries are spent, and it changed nothing.
+  async function poisoned<T>(work: () => Promise<T>): Promise<T> {
+    await h.sql(`CREATE OR REPLACE FUNCTION zz_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+       IF NEW.title = 'poison' AND NEW.execution_run_id IS NOT NULL THEN RAISE EXCEPTION 'poison' USING ERRCODE = '40001'; END IF; RETURN NEW; END $$`);
+    await h.sql("CREATE TRIGGER zz_poison BEFORE UPDATE ON issues FOR EACH ROW EXECUTE FUNCTION zz_poison()");
+    const restore = setRetryBudget({ tries: 1, baseMs: 0, capMs: 0, totalMs: 0 });
+    try {
+      return await work();
+    } finally {
+      restore();
+      await h.sql("DROP TRIGGER zz_poison ON issues");
+    }
+  }
+
+  it("releaseIssue(next): released, next null, when the claim after it changed nothing", async () => {
+    const co = await createCompany(h, 1);
+    const [a, poison] = await issuesTitled(co, ["a", "poison"]);
+    const agent = co.agents[0]!.client;
+    const run = (await agent.ok(Ops.StartRunDocument)).startRun;
+    await agent.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: a, startExecution: true });
+    const { releaseIssue } = await poisoned(() => agent.ok(Ops.ReleaseAndClaimNextDocument, { runId: run.id, issueId: a!, outcome: "DONE", next: {} }));
+    expect(releaseIssue).toMatchObject({ __typename: "IssueReleased", issue: { id: a, status: "DONE" }, next: null });
+    expect(await h.one("SELECT status::text, checkout_run_id FROM issues WHERE id = $1", [poison])).toEqual({ status: "OPEN", checkout_run_id: null });
+  });
+
+  it("claimIssue(startExecution) by id: the checkout, CLAIMED, when the acquisition after it changed nothing", async () => {
+    const co = await createCompany(h, 1);
+    const [poison] = await issuesTitled(co, ["poison"]);
+    const agent = co.agents[0]!.client;
+    const run = (await agent.ok(Ops.StartRunDocument)).startRun;
+    const { claimIssue } = await poisoned(() => agent.ok(Ops.ClaimIssueDocument, { runId: run.id, issueId: poison, startExecution: true }));
+    expect(claimIssue).toMatchObject({ __typename: "IssueClaimed", issue: { id: poison, status: "CLAIMED", checkoutRunId: run.id, executionRunId: null } });
   });
 });

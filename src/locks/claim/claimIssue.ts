@@ -11,6 +11,7 @@ import type { LockDeps } from "../shared/deps.js";
 import { refuseRun, withoutLive } from "../runs/runs.js";
 import type { AgentActor, ClaimIssueResult, IssueClaimed } from "../shared/types.js";
 import { acquireExecution } from "../execution/acquireExecution.js";
+import { certainlyNotApplied } from "../../db/sql.js";
 import type { IssueStatus } from "../../domain/types.js";
 import { issueNotFound } from "../shared/types.js";
 
@@ -39,7 +40,13 @@ export async function claimIssue(deps: LockDeps, actor: AgentActor, input: Claim
  */
 async function started(deps: LockDeps, actor: AgentActor, claimed: IssueClaimed): Promise<ClaimIssueResult> {
   const issueId = claimed.issue.id;
-  const acquired = await acquireExecution(deps, actor, { runId: claimed.run.id, issueId });
+  // The checkout has committed: an acquisition that certainly changed nothing leaves it as it is (CLAIMED), never the
+  // whole answer; one whose outcome is unknown is thrown.
+  const acquired = await acquireExecution(deps, actor, { runId: claimed.run.id, issueId }).catch((err: unknown) => {
+    if (certainlyNotApplied(err)) return null;
+    throw err;
+  });
+  if (!acquired) return claimed;
   switch (acquired.__typename) {
     case "ExecutionAcquired":
       return { ...claimed, issue: acquired.issue };

@@ -9,6 +9,7 @@ import { refuseRun } from "../runs/runs.js";
 import type { AgentActor, ReleaseIssueResult } from "../shared/types.js";
 import { issueNotFound } from "../shared/types.js";
 import { claimIssue } from "../claim/claimIssue.js";
+import { certainlyNotApplied } from "../../db/sql.js";
 
 /** releaseIssue's `next`: claim the caller's next issue once this one is released. */
 export interface ClaimNext {
@@ -36,11 +37,16 @@ export async function releaseIssue(
   if (answer.verdict !== "RELEASE") return refusal(runId, answer.verdict, answer.current);
   const released = { __typename: "IssueReleased" as const, issue: answer.issue!, freed: answer.freed ?? [] };
   if (!input.next) return released;
+  // The release has committed: a claim that certainly changed nothing (its retries spent, say) is no next issue, never
+  // the whole answer; one whose outcome is unknown (the connection lost) is thrown, for the caller to treat as such.
   const claimed = await claimIssue(deps, actor, {
     runId,
     includeUnassigned: input.next.includeUnassigned ?? false,
     startExecution: input.next.startExecution ?? true,
+  }).catch((err: unknown) => {
+    if (certainlyNotApplied(err)) return null;
+    throw err;
   });
   // Nothing claimable, or the run ended in between: no next issue.
-  return { ...released, next: claimed.__typename === "IssueClaimed" ? claimed : null };
+  return { ...released, next: claimed?.__typename === "IssueClaimed" ? claimed : null };
 }
