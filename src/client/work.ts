@@ -139,6 +139,14 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     return ambient;
   };
   const running = new Map<string, Running>();
+  /**
+   * Jobs whose issue this run claimed again while they still ran (their hold
+   * had ended): aborted, but counted against `concurrency` and waited for by
+   * the drain until their handlers return.
+   */
+  const replaced = new Set<Running>();
+  /** Handlers running now, replaced ones included. */
+  const busy = () => running.size + replaced.size;
   let run: WorkRunFragment | null = null;
   let stopping = false;
   let wake: () => void = () => {};
@@ -315,7 +323,10 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     life.note({ "baton.issue.id": issue.id, "baton.run.id": runId, "baton.lock_epoch": issue.lockEpoch });
     // This run claimed the issue again while a job of it still runs: that job's hold ended before this claim.
     const earlier = running.get(issue.id);
-    if (earlier) lose(issue.id, `claimed again by run ${runId} at epoch ${issue.lockEpoch}: the earlier hold had ended`, earlier);
+    if (earlier) {
+      lose(issue.id, `claimed again by run ${runId} at epoch ${issue.lockEpoch}: the earlier hold had ended`, earlier);
+      replaced.add(earlier);
+    }
     const controller = new AbortController();
     const entry: Running = { runId, lockEpoch: issue.lockEpoch, controller, finished: Promise.resolve(), releasing: false, life };
     running.set(issue.id, entry);
@@ -387,6 +398,7 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
       .finally(() => {
         // A requeued issue may come straight back as its own next: that is a new entry, not this one.
         if (running.get(issue.id) === entry) running.delete(issue.id);
+        replaced.delete(entry);
         life.end();
         wake();
       });
@@ -409,7 +421,7 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
 
   /** Claims what there is room for; returns how many issues it started. */
   async function claim(current: WorkRunFragment): Promise<number> {
-    const free = concurrency - running.size;
+    const free = concurrency - busy();
     const includeUnassigned = options.includeUnassigned ?? false;
     if (concurrency > 1) {
       // One trace for the batch claim; each claimed issue's life is a part of it.
@@ -482,7 +494,7 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
     stopping = true;
     if (!refusedWith) {
       // Drain: running handlers may finish, up to the timeout; then they are told to stop.
-      const drained = Promise.all([...running.values()].map((r) => r.finished));
+      const drained = Promise.all([...running.values(), ...replaced].map((r) => r.finished));
       const timeout = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), options.drainTimeoutMs ?? 30_000).unref?.());
       if ((await Promise.race([drained, timeout])) === "timeout") {
         for (const issueId of running.keys()) lose(issueId, "the worker is stopping");
@@ -506,7 +518,7 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
       if (run && unsure === run.id) {
         // It claims nothing more: once its jobs are done, finishRun releases whatever it holds, the unknown
         // issue included, in one statement, and a new run takes over.
-        if (running.size > 0) {
+        if (busy() > 0) {
           await sleep(options.idleWaitMs ?? 5000);
           continue;
         }
@@ -519,7 +531,7 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
         run = await startRun();
         if (stopping) break; // stopped (or refused) while it started: claim nothing with it
       }
-      if (running.size >= concurrency) {
+      if (busy() >= concurrency) {
         await sleep(options.idleWaitMs ?? 5000);
         continue;
       }
@@ -540,7 +552,7 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
       });
       if (started > 0) continue;
       // With `once`, an empty queue ends the work; a failed claim says nothing of the queue: try again after the wait.
-      if (options.once && running.size === 0 && !failed) break;
+      if (options.once && busy() === 0 && !failed) break;
       await sleep(options.idleWaitMs ?? 5000);
     }
   }

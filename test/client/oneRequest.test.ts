@@ -140,3 +140,45 @@ it("a worker that cannot read where its watch starts watches from now, and leave
   expect(handled).toEqual(["one"]);
   expect(await h.sql("SELECT status::text FROM heartbeat_runs WHERE agent_id = $1", [co.agents[0]!.id])).toEqual([{ status: "SUCCEEDED" }]);
 });
+
+it("a job whose issue the run claims again while it still runs counts against the concurrency until its handler returns", async () => {
+  const co = await createCompany(h, 1);
+  const agentId = co.agents[0]!.id;
+  const { createIssue: x } = await co.board.ok(Ops.CreateIssueDocument, { input: { title: "x", priority: "CRITICAL", assigneeAgentId: agentId } });
+  await co.board.ok(Ops.CreateIssuesDocument, { inputs: ["y", "z"].map((title) => ({ title, priority: "LOW" as const, assigneeAgentId: agentId })) });
+  const baton = new Baton({ url: h.url, token: co.agents[0]!.client.token! });
+  let now = 0;
+  let most = 0;
+  const started: string[] = [];
+  let letGo!: () => void;
+  const gate = new Promise<void>((resolve) => (letGo = resolve));
+  let letY!: () => void;
+  const yGate = new Promise<void>((resolve) => (letY = resolve));
+  const worker = baton.work(
+    async (issue, job) => {
+      started.push(`${issue.title}@${job.lockEpoch}`);
+      most = Math.max(most, ++now);
+      try {
+        // The first hold of x runs on after its hold ends (a handler slow to stop), and the second with it, until the test lets them go.
+        if (issue.title === "x") await gate;
+        // y ends once x is back in the queue: its release's next claim takes x again (CRITICAL), for this same run.
+        if (issue.title === "y") await yGate;
+      } finally {
+        now--;
+      }
+    },
+    { concurrency: 2, idleWaitMs: 100, once: true, onLog: () => {} },
+  );
+  await eventually(() => (started.includes("x@1") && started.includes("y@1") ? true : undefined), "x and y to start");
+  await co.board.ok(Ops.ForceReleaseDocument, { issueId: x.id, reason: "the board takes it back" });
+  letY();
+  await eventually(() => (started.includes("x@2") ? true : undefined), "x to be claimed again");
+  // x@1 still runs: with x@2 that is the whole concurrency, so z waits for one of them.
+  await eventually(() => (started.includes("z@1") ? true : undefined), "z to start too soon", 1_000).catch(() => {});
+  expect(most).toBeLessThanOrEqual(2);
+  expect(started).not.toContain("z@1");
+  letGo();
+  await worker.done;
+  expect(started).toContain("z@1");
+  expect(most).toBeLessThanOrEqual(2);
+});
