@@ -121,6 +121,9 @@ interface Running {
   life: TraceLife;
 }
 
+/** Errors of a moment (the API or its database away, a conflict): the same request may succeed after a wait. */
+const PASSING = new Set(["UNREACHABLE", "UNAVAILABLE", "INTERNAL_SERVER_ERROR", "CONFLICT_RETRY"]);
+
 /** A request that failed without a definite answer: it may have been carried out (docs/access.md, Retrying). */
 function mayHaveTakenEffect(err: unknown): boolean {
   if (!(err instanceof BatonError)) return true;
@@ -528,7 +531,16 @@ export function work(baton: WorkerBaton, handler: Handler, options: WorkOptions 
         unsure = null;
       }
       if (!run) {
-        run = await startRun();
+        // The API away (a cut, a restart): try again after the wait, as a failed claim does. A refused key ends the work.
+        run = await startRun().catch((err: unknown) => {
+          if (!(err instanceof BatonError) || !PASSING.has(err.code)) throw err;
+          log("could not start a run; trying again", { error: err.message });
+          return null;
+        });
+        if (!run) {
+          await sleep(options.idleWaitMs ?? 5000);
+          continue;
+        }
         if (stopping) break; // stopped (or refused) while it started: claim nothing with it
       }
       if (busy() >= concurrency) {

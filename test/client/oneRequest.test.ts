@@ -3,8 +3,9 @@
 // as that next one: the new job is a new hold (a new epoch), and the ledger's
 // RELEASED of the old one must not be taken for its loss. A hold this run
 // loses and claims again ends the earlier job's hold, never the new one's.
-import { Baton, BatonError, Requeue } from "baton/client";
+import { Baton, Requeue } from "baton/client";
 import type { LockChange, LockChangesFilter } from "baton/client";
+import { BatonError } from "../../src/client/errors.js";
 import { work } from "../../src/client/work.js";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createCompany, Ops, startHarness } from "../helpers/harness.js";
@@ -181,4 +182,32 @@ it("a job whose issue the run claims again while it still runs counts against th
   await worker.done;
   expect(started).toContain("z@1");
   expect(most).toBeLessThanOrEqual(2);
+});
+
+it("a worker whose new run cannot start for a moment (the API away) tries again after the wait, and goes on", async () => {
+  const co = await createCompany(h, 1);
+  await co.board.ok(Ops.CreateIssueDocument, { input: { title: "one", assigneeAgentId: co.agents[0]!.id } });
+  const baton = new Baton({ url: h.url, token: co.agents[0]!.client.token! });
+  const handled: string[] = [];
+  const failing = new Set(["WorkClaim", "WorkStartRun"]);
+  let starts = 0;
+  const worker = work(
+    {
+      // The first claim gets no answer (so its run is finished and a new one started), and that new run's start fails once.
+      request: (document, variables, options) => {
+        const name = (document as unknown as { definitions?: readonly { name?: { value: string } }[] }).definitions?.[0]?.name?.value ?? "";
+        if (name === "WorkStartRun" && ++starts === 1) return baton.request(document, variables, options);
+        if (failing.delete(name)) return Promise.reject(new BatonError("cannot reach the API: other side closed", "UNREACHABLE"));
+        return baton.request(document, variables, options);
+      },
+      lockChanges: (filter: LockChangesFilter) => baton.lockChanges(filter),
+    },
+    async (issue) => {
+      handled.push(issue.title);
+    },
+    { once: true, idleWaitMs: 50, onLog: () => {} },
+  );
+  await worker.done;
+  expect(handled).toEqual(["one"]);
+  expect(starts).toBe(3);
 });
