@@ -180,7 +180,9 @@ it("test_lock_changes_from_now: a stream from now cut before its first event mis
   try {
     const python = unittest("test_lock_changes_from_now.py", co, { BATON_PROXY_URL: proxy.url });
     const { made, cycle, end } = await cycler(co, 2);
-    await eventually(() => (python.output().includes("stream open") ? true : undefined), "Python's stream to open", 20_000);
+    // The stream counts as open once its answer's headers arrive, which the API may send with its first keep-alive
+    // (every 12 s) when there is no event to send: allow for that, on a loaded machine.
+    await eventually(() => (python.output().includes("stream open") ? true : undefined), "Python's stream to open", 45_000);
     // Before any event: cut, and refuse every reconnection while events are written.
     proxy.state.paused = true;
     proxy.cut();
@@ -195,7 +197,7 @@ it("test_lock_changes_from_now: a stream from now cut before its first event mis
   } finally {
     await proxy.close();
   }
-});
+}, 120_000);
 
 it("test_watch_refused: a worker whose ledger watch is refused (connectionsPerKey 1) still loses a force-released hold, and the watch comes back", async () => {
   const co = await createCompany(h, 1);

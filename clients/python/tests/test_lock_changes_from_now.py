@@ -54,7 +54,9 @@ class FromNow(unittest.TestCase):
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        self.assertTrue(control.live.wait(15), "the stream did not open")
+        # Open once the answer's headers arrive: with no event to send, the API may send them with its first
+        # keep-alive (every 12 s), later still on a loaded machine.
+        self.assertTrue(control.live.wait(40), "the stream did not open")
         sys.stdout.write("stream open\n")
         sys.stdout.flush()
         reader.join(30)
