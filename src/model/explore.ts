@@ -216,14 +216,7 @@ export function commandsFor(s: State, alphabet: Alphabet = {}): Command[] {
     for (const status of finishes) out.push({ verb: "finishRun", ...a, status });
     for (const includeUnassigned of [false, true]) out.push({ verb: "claimIssue", ...a, includeUnassigned });
     for (const issueId of ids) {
-      // The verdict depends on the list only through whether it names the
-      // issue's status: one list of each kind is enough (the first in order).
-      const status = s.issues.find((i) => i.id === issueId)?.status;
-      const tried = new Set<boolean>();
-      for (const e of expected) {
-        const listed = (e ?? ["OPEN"]).includes(status ?? "OPEN");
-        if (status !== undefined && tried.has(listed)) continue;
-        tried.add(listed);
+      for (const e of expectedListsFor(s, issueId, expected)) {
         out.push(e === undefined ? { verb: "claimIssue", ...a, issueId } : { verb: "claimIssue", ...a, issueId, expectedStatuses: [...e] });
       }
       out.push({ verb: "acquireExecution", ...a, issueId });
@@ -319,12 +312,7 @@ function fusedCommandsFor(
 ): void {
   for (const includeUnassigned of [false, true]) out.push({ verb: "claimIssue", ...a, includeUnassigned, startExecution: true });
   for (const issueId of ids) {
-    const status = s.issues.find((i) => i.id === issueId)?.status;
-    const tried = new Set<boolean>();
-    for (const e of expected) {
-      const listed = (e ?? ["OPEN"]).includes(status ?? "OPEN");
-      if (status !== undefined && tried.has(listed)) continue;
-      tried.add(listed);
+    for (const e of expectedListsFor(s, issueId, expected)) {
       out.push(
         e === undefined
           ? { verb: "claimIssue", ...a, issueId, startExecution: true }
@@ -334,6 +322,22 @@ function fusedCommandsFor(
     for (const outcome of outcomes)
       for (const next of fused.nexts ?? NEXT_CHOICES) out.push({ verb: "releaseIssue", ...a, issueId, outcome, next: { ...next } });
   }
+}
+
+/**
+ * The expectedStatuses lists worth trying for a claim of `issueId`: the
+ * verdict depends on a list only through whether it names the issue's
+ * status, so one list of each kind is enough (the first in order).
+ */
+function expectedListsFor(s: State, issueId: string, expected: readonly (readonly IssueStatus[] | undefined)[]): (readonly IssueStatus[] | undefined)[] {
+  const status = s.issues.find((i) => i.id === issueId)?.status;
+  const tried = new Set<boolean>();
+  return expected.filter((e) => {
+    const listed = (e ?? ["OPEN"]).includes(status ?? "OPEN");
+    if (status !== undefined && tried.has(listed)) return false;
+    tried.add(listed);
+    return true;
+  });
 }
 
 /** A run's releases with retryAfterSeconds, and with a result (TimeAlphabet). */
